@@ -1,0 +1,112 @@
+"""The records that cross the storage seam: runs and the steps of their history.
+
+They are frozen values. Payload fields hold bytes already produced by `_serde`; backends
+store them without looking inside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """Where a run is in its life."""
+
+    #: created, waiting for an owner to start it.
+    QUEUED = "queued"
+    #: owned by a process that is executing it (or died doing so; see the lease).
+    RUNNING = "running"
+    #: its code no longer matches its history; resumes once the code is fixed.
+    BLOCKED = "blocked"
+    #: finished with a result.
+    COMPLETED = "completed"
+    #: finished with an error.
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        """True for the terminal statuses, whose outcome never changes."""
+        return self in _FINISHED
+
+
+_FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+
+
+class StepStatus(StrEnum):
+    """The state of one history position."""
+
+    #: an attempt failed and another will follow; the row will be updated.
+    RETRYING = "retrying"
+    #: finished with an output. Never changes again.
+    COMPLETED = "completed"
+    #: finished with an error. Never changes again.
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        """True when the position's outcome is final."""
+        return self is not StepStatus.RETRYING
+
+
+class StepKind(StrEnum):
+    """What kind of durable call a history position records."""
+
+    TASK = "task"
+    WORKFLOW = "workflow"
+    NOW = "now"
+    UUID = "uuid4"
+    RANDOM = "random"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewRun:
+    """A run to create. `owner` set means the creator starts executing it at once."""
+
+    id: str
+    workflow: str
+    input: bytes
+    call_hash: str
+    owner: str | None
+    lease: float
+    parent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """A stored run. Times are seconds since the epoch, on the backend's clock."""
+
+    id: str
+    workflow: str
+    status: RunStatus
+    input: bytes
+    call_hash: str
+    output: bytes | None
+    error: bytes | None
+    epoch: int
+    lease_owner: str | None
+    lease_until: float | None
+    recoveries: int
+    parent_id: str | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One position of a run's history."""
+
+    run_id: str
+    position: int
+    kind: StepKind
+    name: str
+    call_hash: str
+    status: StepStatus
+    input: bytes | None = None
+    output: bytes | None = None
+    error: bytes | None = None
+    attempts: int = 1
+    started_at: float | None = None
+    finished_at: float | None = None
+    epoch: int = 0

@@ -1,0 +1,191 @@
+"""Errors raised by durable.
+
+Every public error derives from `DurableError`, carries structured fields where they
+apply (`run_id`, `position`) and stays picklable, because errors cross process
+boundaries. Where a stdlib class says the same thing, the error inherits it too, so
+`except TypeError` or `except LookupError` keep working::
+
+    DurableError
+    ├── ConfigurationError              a bad option, URL or decoration
+    │   └── DuplicateNameError (ValueError)   two functions registered under one name
+    ├── NotDurableError (TypeError)     a plain function passed where @workflow/@task is needed
+    ├── UnknownFunctionError (LookupError)    a stored run names a function this process lacks
+    ├── SerializationError (TypeError)  a value that cannot be stored; nothing was written
+    ├── PayloadError                    a stored payload that cannot be read back (corrupt row)
+    ├── RecordedError                   a recorded exception whose class no longer imports
+    ├── NondeterminismError             the code no longer matches a run's recorded history
+    ├── IdempotencyConflict             a run id reused for a different call
+    ├── RunNotFound (LookupError)       no run has that id
+    ├── LeaseLost                       another owner took the run over (fencing)
+    ├── StorageError                    the database failed or cannot be reached
+    └── NonRetryable                    raise (or subclass) it in a task to skip retries
+
+Internal control signals derive from `BaseException` and live elsewhere, so a user's
+`except Exception` can never swallow them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigurationError",
+    "DuplicateNameError",
+    "DurableError",
+    "IdempotencyConflict",
+    "LeaseLost",
+    "NonRetryable",
+    "NondeterminismError",
+    "NotDurableError",
+    "PayloadError",
+    "RecordedError",
+    "RunNotFound",
+    "SerializationError",
+    "StorageError",
+    "UnknownFunctionError",
+]
+
+
+class DurableError(Exception):
+    """Base class of every error durable raises on purpose."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        for key, value in fields.items():
+            setattr(self, key, value)
+        self._fields = fields
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword fields are not in self.args; rebuild through a helper so that
+        # pickling (across processes, into history rows) keeps them.
+        return (_rebuild, (type(self), self.message, self._fields))
+
+
+def _rebuild(cls: type[DurableError], message: str, fields: dict[str, Any]) -> DurableError:
+    error = cls.__new__(cls)
+    DurableError.__init__(error, message, **fields)
+    return error
+
+
+class ConfigurationError(DurableError):
+    """An option, URL or decoration is wrong; the message says which and how to fix it."""
+
+
+class DuplicateNameError(ConfigurationError, ValueError):
+    """Two different functions were registered under the same workflow or task name."""
+
+
+class NotDurableError(DurableError, TypeError):
+    """A function that is not decorated with @workflow or @task was passed to durable."""
+
+
+class UnknownFunctionError(DurableError, LookupError):
+    """A stored run names a workflow or task that is not registered in this process.
+
+    Attributes:
+        name: the unknown name.
+        run_id: the run that needs it, when there is one.
+    """
+
+    name: str
+    run_id: str | None
+
+
+class SerializationError(DurableError, TypeError):
+    """A value cannot be stored as a payload. Nothing was written.
+
+    Attributes:
+        where: which value failed, for example ``"argument 'lock'"`` or ``"output"``.
+        type_name: the qualified type name of the offending value.
+    """
+
+    where: str
+    type_name: str
+
+
+class PayloadError(DurableError):
+    """A stored payload cannot be decoded: the row is corrupt, truncated, or refused.
+
+    The run it belongs to fails with this error; other runs are not affected.
+
+    Attributes:
+        run_id: the run whose row is bad, when known.
+        position: the history position, or None for the run's own input/output.
+    """
+
+    run_id: str | None
+    position: int | None
+
+
+class RecordedError(DurableError):
+    """Stands in for a recorded exception whose class cannot be imported any more.
+
+    Attributes:
+        type_name: the original exception's qualified class name.
+        recorded_traceback: the traceback text recorded when it was first raised.
+    """
+
+    type_name: str
+    recorded_traceback: str
+
+
+class NondeterminismError(DurableError):
+    """The workflow made a different durable call than its history recorded.
+
+    History is never overwritten: the run stays resumable once the code matches again.
+
+    Attributes:
+        run_id: the run that diverged.
+        position: the first position whose call differs.
+        recorded: the recorded call, as ``"kind name (hash)"``.
+        current: the call the code makes now, in the same form.
+    """
+
+    run_id: str
+    position: int
+    recorded: str
+    current: str
+
+
+class IdempotencyConflict(DurableError):
+    """A run id was reused for a different workflow or different arguments.
+
+    Attributes:
+        run_id: the id in conflict.
+    """
+
+    run_id: str
+
+
+class RunNotFound(DurableError, LookupError):
+    """No run has the given id.
+
+    Attributes:
+        run_id: the id that was looked up.
+    """
+
+    run_id: str
+
+
+class LeaseLost(DurableError):
+    """The run's lease moved to another owner, so this process may not write to it.
+
+    Backends raise it when a fenced write finds a newer epoch. The engine turns it into
+    a wait for the new owner's result; users rarely see it.
+
+    Attributes:
+        run_id: the run.
+        epoch: the epoch this process held.
+    """
+
+    run_id: str
+    epoch: int
+
+
+class StorageError(DurableError):
+    """The database failed or could not be reached. The URL in the message has no password."""
+
+
+class NonRetryable(DurableError):
+    """Raise this (or a subclass) from a task to fail it at once, skipping its retries."""
