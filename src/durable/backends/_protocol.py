@@ -1,0 +1,111 @@
+"""The storage seam: what durable needs from a database, in domain terms.
+
+Every method is atomic. Payloads arrive and leave as opaque bytes. Times are seconds
+since the epoch on the backend's own clock (the database clock on PostgreSQL), which is
+the clock leases are judged by. `durable.testing.check_backend` is the executable form
+of these contracts; a third-party backend passes it or is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from durable._records import NewRun, Run, RunStatus, Step
+
+
+class Backend(Protocol):
+    """Where runs and their histories live."""
+
+    def now(self) -> float:
+        """Return the backend's current time, the clock that judges leases."""
+        ...
+
+    def create_run(self, new: NewRun) -> tuple[Run, bool]:
+        """Insert a run unless one with its id exists.
+
+        A created run with an owner is RUNNING at epoch 1 and leased to the owner for
+        ``new.lease`` seconds; without an owner it is QUEUED at epoch 0.
+
+        Returns:
+            The stored run and whether this call created it. When two callers race,
+            exactly one gets True.
+        """
+        ...
+
+    def get_run(self, run_id: str) -> Run | None:
+        """Return the run, or None if no run has this id."""
+        ...
+
+    def load_history(self, run_id: str) -> Sequence[Step]:
+        """Return every recorded step of the run, ordered by position, in one read."""
+        ...
+
+    def record(self, step: Step, epoch: int) -> Step:
+        """Store *step* at its position, fenced by the run's epoch.
+
+        A position holding a finished step is never changed: the stored step is
+        returned instead (first writer wins). A RETRYING step may be replaced.
+
+        Returns:
+            The step now stored at the position: *step*, or the finished one found there.
+
+        Raises:
+            LeaseLost: the run's epoch is no longer *epoch*; nothing was written.
+        """
+        ...
+
+    def finish_run(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        output: bytes | None = None,
+        error: bytes | None = None,
+    ) -> bool:
+        """Set the run's outcome and drop its lease, fenced by *epoch*.
+
+        *status* is COMPLETED or FAILED (terminal, never changed again) or BLOCKED
+        (resumable once the code matches the history again).
+
+        Returns:
+            False if the run's epoch moved on, or it already finished; nothing changed then.
+        """
+        ...
+
+    def claim_run(
+        self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
+    ) -> Run | None:
+        """Take ownership of a run whose owner is gone; a compare-and-set.
+
+        Succeeds only if the run is still at *epoch* and claimable: QUEUED, BLOCKED, or
+        RUNNING with an expired lease or with ``lease_owner == dead_owner`` (a caller
+        that has verified that owner is dead). The claim bumps the epoch, so every write
+        of the previous owner is fenced off from then on. Taking over a RUNNING run
+        counts one more recovery.
+
+        Returns:
+            The run as now stored, or None if someone else changed it first.
+        """
+        ...
+
+    def recoverable(self, *, host: str) -> Sequence[Run]:
+        """Return runs that may need a new owner.
+
+        That is BLOCKED runs, and RUNNING runs whose lease expired or whose owner names
+        *host* (the caller checks whether that process still lives).
+        """
+        ...
+
+    def renew_leases(self, owner: str, lease: float) -> int:
+        """Extend by *lease* seconds every RUNNING run leased to *owner*; return how many."""
+        ...
+
+    def release_run(self, run_id: str, epoch: int) -> bool:
+        """Give a run up without finishing it, so another owner may claim it at once."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and threads. The backend is unusable afterwards."""
+        ...

@@ -1,0 +1,205 @@
+"""MemoryBackend: dictionaries behind one lock, with the same semantics as SQL.
+
+It is the reference implementation of the Backend contracts and what unit tests run
+on. It keeps nothing across processes. Its clock is injectable, so a virtual clock can
+drive lease expiry in tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Sequence
+
+from durable._clock import SYSTEM_CLOCK, Clock
+from durable._records import NewRun, Run, RunStatus, Step
+from durable.errors import LeaseLost, StorageError
+
+
+class MemoryBackend:
+    """An in-process backend for tests and demos. Nothing survives the process."""
+
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._runs: dict[str, Run] = {}
+        self._history: dict[str, dict[int, Step]] = {}
+        self._closed = False
+
+    def now(self) -> float:
+        """Return the injected clock's time."""
+        return self._clock.now()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError("This MemoryBackend is closed.")
+
+    def create_run(self, new: NewRun) -> tuple[Run, bool]:
+        """See `Backend.create_run`."""
+        with self._lock:
+            self._check_open()
+            existing = self._runs.get(new.id)
+            if existing is not None:
+                return existing, False
+            now = self.now()
+            run = Run(
+                id=new.id,
+                workflow=new.workflow,
+                status=RunStatus.RUNNING if new.owner else RunStatus.QUEUED,
+                input=new.input,
+                call_hash=new.call_hash,
+                output=None,
+                error=None,
+                epoch=1 if new.owner else 0,
+                lease_owner=new.owner,
+                lease_until=now + new.lease if new.owner else None,
+                recoveries=0,
+                parent_id=new.parent_id,
+                created_at=now,
+                updated_at=now,
+                finished_at=None,
+            )
+            self._runs[new.id] = run
+            self._history[new.id] = {}
+            return run, True
+
+    def get_run(self, run_id: str) -> Run | None:
+        """See `Backend.get_run`."""
+        with self._lock:
+            self._check_open()
+            return self._runs.get(run_id)
+
+    def load_history(self, run_id: str) -> Sequence[Step]:
+        """See `Backend.load_history`."""
+        with self._lock:
+            self._check_open()
+            steps = self._history.get(run_id, {})
+            return [steps[p] for p in sorted(steps)]
+
+    def record(self, step: Step, epoch: int) -> Step:
+        """See `Backend.record`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(step.run_id)
+            if run is None or run.epoch != epoch:
+                raise LeaseLost(
+                    f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it.",
+                    run_id=step.run_id,
+                    epoch=epoch,
+                )
+            steps = self._history[step.run_id]
+            existing = steps.get(step.position)
+            if existing is not None and existing.status.finished:
+                return existing
+            stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
+            steps[step.position] = stored
+            return stored
+
+    def finish_run(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        output: bytes | None = None,
+        error: bytes | None = None,
+    ) -> bool:
+        """See `Backend.finish_run`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            if run is None or run.epoch != epoch or run.status.finished:
+                return False
+            now = self.now()
+            self._runs[run_id] = dataclasses.replace(
+                run,
+                status=status,
+                output=output,
+                error=error,
+                lease_owner=None,
+                lease_until=None,
+                updated_at=now,
+                finished_at=now if status.finished else None,
+            )
+            return True
+
+    def claim_run(
+        self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
+    ) -> Run | None:
+        """See `Backend.claim_run`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            if run is None or run.epoch != epoch:
+                return None
+            now = self.now()
+            if run.status is RunStatus.RUNNING:
+                expired = run.lease_until is not None and run.lease_until < now
+                if not (expired or (dead_owner is not None and run.lease_owner == dead_owner)):
+                    return None
+                recoveries = run.recoveries + 1
+            elif run.status in (RunStatus.QUEUED, RunStatus.BLOCKED):
+                recoveries = run.recoveries
+            else:
+                return None
+            claimed = dataclasses.replace(
+                run,
+                status=RunStatus.RUNNING,
+                epoch=run.epoch + 1,
+                lease_owner=owner,
+                lease_until=now + lease,
+                recoveries=recoveries,
+                updated_at=now,
+            )
+            self._runs[run_id] = claimed
+            return claimed
+
+    def recoverable(self, *, host: str) -> Sequence[Run]:
+        """See `Backend.recoverable`."""
+        with self._lock:
+            self._check_open()
+            now = self.now()
+            prefix = f"{host}:"
+            return [
+                run
+                for run in self._runs.values()
+                if run.status is RunStatus.BLOCKED
+                or (
+                    run.status is RunStatus.RUNNING
+                    and (
+                        (run.lease_until is not None and run.lease_until < now)
+                        or (run.lease_owner or "").startswith(prefix)
+                    )
+                )
+            ]
+
+    def renew_leases(self, owner: str, lease: float) -> int:
+        """See `Backend.renew_leases`."""
+        with self._lock:
+            self._check_open()
+            until = self.now() + lease
+            renewed = 0
+            for run_id, run in self._runs.items():
+                if run.status is RunStatus.RUNNING and run.lease_owner == owner:
+                    self._runs[run_id] = dataclasses.replace(run, lease_until=until)
+                    renewed += 1
+            return renewed
+
+    def release_run(self, run_id: str, epoch: int) -> bool:
+        """See `Backend.release_run`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            if run is None or run.epoch != epoch or run.status is not RunStatus.RUNNING:
+                return False
+            self._runs[run_id] = dataclasses.replace(
+                run, lease_owner=None, lease_until=self.now() - 1.0
+            )
+            return True
+
+    def close(self) -> None:
+        """Forget everything; further calls raise StorageError."""
+        with self._lock:
+            self._closed = True
+            self._runs.clear()
+            self._history.clear()

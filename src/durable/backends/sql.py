@@ -1,0 +1,725 @@
+"""SQLBackend: every statement durable runs, on SQLite and PostgreSQL.
+
+Statements are written once in SQLAlchemy Core and compiled once per dialect; at run
+time they go straight to the driver's connection. Compiling per call costs more than
+an fsync-backed commit (see docs/performance.md). Every write is a single statement,
+so it is its own short transaction and never spans a task body:
+
+* recording a step is one ``INSERT ... SELECT ... WHERE EXISTS (run at my epoch)
+  ON CONFLICT DO UPDATE ... WHERE unfinished``: the fence and the write in one go;
+* state changes are compare-and-set ``UPDATE ... WHERE id = ? AND epoch = ?``;
+* lease times come from the database clock (PostgreSQL) or the host clock (SQLite).
+
+A write whose acknowledgement was lost (the connection broke after COMMIT) is retried
+once on a new connection; each write's read-back tells its own earlier commit apart
+from someone else's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import URL, make_url
+
+from durable._records import NewRun, Run, RunStatus, Step, StepKind, StepStatus
+from durable.errors import ConfigurationError, LeaseLost, StorageError
+
+from . import _schema
+from ._schema import history, runs
+
+T = TypeVar("T")
+
+
+def _constant(value: str) -> sa.ColumnClause[str]:
+    """A status written into the SQL text: statuses are our constants, never user input."""
+    return sa.literal_column(f"'{value}'", sa.Text)
+
+
+_FINISHED = _constant(RunStatus.COMPLETED), _constant(RunStatus.FAILED)
+_RUNNING = _constant(RunStatus.RUNNING)
+_CLAIMABLE = _constant(RunStatus.QUEUED), _constant(RunStatus.BLOCKED)
+_BLOCKED = _constant(RunStatus.BLOCKED)
+_RETRYING = _constant(StepStatus.RETRYING)
+
+
+def _bind(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
+    return sa.bindparam(name, type_=column.type)
+
+
+class _Statement:
+    """A statement compiled once for one dialect, with its parameter order."""
+
+    __slots__ = ("defaults", "order", "sql")
+
+    def __init__(self, statement: sa.Executable, dialect: sa.Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+        self.sql: str = str(compiled)
+        self.defaults = {k: v for k, v in compiled.params.items() if v is not None}
+        self.order: tuple[str, ...] | None = (
+            tuple(compiled.positiontup) if dialect.positional else None
+        )
+
+    def params(self, values: Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
+        merged = {**self.defaults, **values} if self.defaults else values
+        if self.order is None:
+            return merged
+        return tuple(merged[name] for name in self.order)
+
+
+class _Statements:
+    """Every statement the backend runs, compiled for one dialect."""
+
+    def __init__(self, dialect: sa.Dialect) -> None:
+        postgres = dialect.name == "postgresql"
+        now: sa.ColumnElement[float] = (
+            sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), sa.Double)
+            if postgres
+            else (sa.func.julianday(sa.literal_column("'now'")) - 2440587.5) * 86400.0
+        )
+        insert = pg_dialect.insert if postgres else sqlite_dialect.insert
+        r, h = runs.c, history.c
+
+        def compile_(statement: sa.Executable) -> _Statement:
+            return _Statement(statement, dialect)
+
+        self.now = compile_(sa.select(now))
+        self.get_run = compile_(sa.select(*runs.c).where(r.id == _bind("id", r.id)))
+        self.load_history = compile_(
+            sa.select(*history.c).where(h.run_id == _bind("run_id", h.run_id)).order_by(h.position)
+        )
+        self.create_run = compile_(
+            insert(runs)
+            .values(
+                id=_bind("id", r.id),
+                workflow=_bind("workflow", r.workflow),
+                status=_bind("status", r.status),
+                input=_bind("input", r.input),
+                call_hash=_bind("call_hash", r.call_hash),
+                output=sa.null(),
+                error=sa.null(),
+                epoch=_bind("epoch", r.epoch),
+                lease_owner=_bind("owner", r.lease_owner),
+                lease_until=now + _bind("lease", r.lease_until),
+                recoveries=sa.literal_column("0"),
+                parent_id=_bind("parent_id", r.parent_id),
+                created_at=now,
+                updated_at=now,
+                finished_at=sa.null(),
+            )
+            .on_conflict_do_nothing(index_elements=[r.id])
+            .returning(*runs.c)
+        )
+        fence = sa.exists().where(
+            r.id == _bind("fence_id", r.id), r.epoch == _bind("fence_epoch", r.epoch)
+        )
+
+        # PostgreSQL types a bare NULL in a SELECT list as text, which bytea and double
+        # columns refuse; SQLite needs no casts.
+        def value(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+            bound = _bind(column.name, column)
+            return sa.cast(bound, column.type) if postgres else bound
+
+        record = insert(history).from_select(
+            [c.name for c in history.c], sa.select(*(value(c) for c in history.c)).where(fence)
+        )
+        updated = ("status", "input", "output", "error", "attempts", "finished_at", "epoch")
+        self.record = compile_(
+            record.on_conflict_do_update(
+                index_elements=[h.run_id, h.position],
+                set_={name: record.excluded[name] for name in updated},
+                where=h.status == _RETRYING,
+            )
+        )
+        self.record_conflict = compile_(
+            sa.select(r.epoch, *history.c)
+            .select_from(
+                runs.outerjoin(
+                    history,
+                    sa.and_(h.run_id == r.id, h.position == _bind("position", h.position)),
+                )
+            )
+            .where(r.id == _bind("run_id", r.id))
+        )
+        fenced_unfinished = (
+            r.id == _bind("id", r.id),
+            r.epoch == _bind("epoch", r.epoch),
+            r.status.notin_(_FINISHED),
+        )
+        self.finish_run = compile_(
+            sa.update(runs)
+            .where(*fenced_unfinished)
+            .values(
+                status=_bind("status", r.status),
+                output=_bind("output", r.output),
+                error=_bind("error", r.error),
+                lease_owner=sa.null(),
+                lease_until=sa.null(),
+                updated_at=now,
+                finished_at=now,
+            )
+        )
+        self.block_run = compile_(
+            sa.update(runs)
+            .where(*fenced_unfinished)
+            .values(
+                status=_BLOCKED,
+                error=_bind("error", r.error),
+                lease_owner=sa.null(),
+                lease_until=sa.null(),
+                updated_at=now,
+            )
+        )
+        self.claim_run = compile_(
+            sa.update(runs)
+            .where(
+                r.id == _bind("id", r.id),
+                r.epoch == _bind("epoch", r.epoch),
+                sa.or_(
+                    r.status.in_(_CLAIMABLE),
+                    sa.and_(
+                        r.status == _RUNNING,
+                        sa.or_(
+                            r.lease_until < now,
+                            r.lease_owner == _bind("dead_owner", r.lease_owner),
+                        ),
+                    ),
+                ),
+            )
+            .values(
+                status=_RUNNING,
+                epoch=r.epoch + sa.literal_column("1"),
+                lease_owner=_bind("owner", r.lease_owner),
+                lease_until=now + _bind("lease", r.lease_until),
+                recoveries=r.recoveries
+                + sa.case(
+                    (r.status == _RUNNING, sa.literal_column("1")), else_=sa.literal_column("0")
+                ),
+                updated_at=now,
+            )
+            .returning(*runs.c)
+        )
+        self.recoverable = compile_(
+            sa.select(*runs.c).where(
+                sa.or_(
+                    r.status == _BLOCKED,
+                    sa.and_(
+                        r.status == _RUNNING,
+                        sa.or_(
+                            r.lease_until < now,
+                            sa.func.substr(
+                                r.lease_owner, 1, sa.bindparam("prefix_len", type_=sa.Integer)
+                            )
+                            == sa.bindparam("prefix", type_=sa.Text),
+                        ),
+                    ),
+                )
+            )
+        )
+        self.renew_leases = compile_(
+            sa.update(runs)
+            .where(r.lease_owner == _bind("owner", r.lease_owner), r.status == _RUNNING)
+            .values(lease_until=now + _bind("lease", r.lease_until))
+        )
+        self.release_run = compile_(
+            sa.update(runs)
+            .where(
+                r.id == _bind("id", r.id), r.epoch == _bind("epoch", r.epoch), r.status == _RUNNING
+            )
+            .values(lease_owner=sa.null(), lease_until=now - 1.0)
+        )
+
+
+def _run(row: Sequence[Any]) -> Run:
+    return Run(
+        id=row[0],
+        workflow=row[1],
+        status=RunStatus(row[2]),
+        input=row[3],
+        call_hash=row[4],
+        output=row[5],
+        error=row[6],
+        epoch=row[7],
+        lease_owner=row[8],
+        lease_until=row[9],
+        recoveries=row[10],
+        parent_id=row[11],
+        created_at=row[12],
+        updated_at=row[13],
+        finished_at=row[14],
+    )
+
+
+def _step(row: Sequence[Any]) -> Step:
+    return Step(
+        run_id=row[0],
+        position=row[1],
+        kind=StepKind(row[2]),
+        name=row[3],
+        call_hash=row[4],
+        status=StepStatus(row[5]),
+        input=row[6],
+        output=row[7],
+        error=row[8],
+        attempts=row[9],
+        started_at=row[10],
+        finished_at=row[11],
+        epoch=row[12],
+    )
+
+
+def _step_params(step: Step, epoch: int) -> dict[str, Any]:
+    return {
+        "run_id": step.run_id,
+        "position": step.position,
+        "kind": step.kind.value,
+        "name": step.name,
+        "call_hash": step.call_hash,
+        "status": step.status.value,
+        "input": step.input,
+        "output": step.output,
+        "error": step.error,
+        "attempts": step.attempts,
+        "started_at": step.started_at,
+        "finished_at": step.finished_at,
+        "epoch": epoch,
+        "fence_id": step.run_id,
+        "fence_epoch": epoch,
+    }
+
+
+# Connections must not cross a fork: a child that closed an inherited PostgreSQL
+# connection would close the parent's session too. Children just forget them.
+_LIVE_BACKENDS: weakref.WeakSet[SQLBackend] = weakref.WeakSet()
+
+
+def _forget_connections_after_fork() -> None:
+    for backend in list(_LIVE_BACKENDS):
+        backend._forget_connections()
+
+
+os.register_at_fork(after_in_child=_forget_connections_after_fork)
+
+
+class SQLBackend:
+    """A backend on SQLite (stdlib driver) or PostgreSQL (psycopg 3).
+
+    Args:
+        url: ``sqlite:///path/to/file.db`` (optionally ``?synchronous=NORMAL``) or
+            ``postgresql://user:password@host:port/database``.
+        busy_timeout: seconds a SQLite write waits for the file lock.
+    """
+
+    def __init__(self, url: str | URL, *, busy_timeout: float = 30.0) -> None:
+        self.url = make_url(url)
+        self.masked_url = self.url.render_as_string(hide_password=True)
+        backend = self.url.get_backend_name()
+        self._idle: list[Any] = []
+        self._pool_lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+        if backend == "sqlite":
+            self._dialect: sa.Dialect = sqlite_dialect.dialect()
+            self._connect: Callable[[], Any] = self._sqlite_connector(busy_timeout)
+            self._driver_error: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        elif backend == "postgresql":
+            self._dialect = pg_dialect.psycopg.dialect()  # type: ignore[no-untyped-call]
+            self._connect = self._postgres_connector()
+            import psycopg
+
+            self._driver_error = (psycopg.Error,)
+        else:
+            raise ConfigurationError(
+                f"Unsupported database URL {self.masked_url!r}: durable speaks sqlite:/// and "
+                "postgresql://, or memory:// for tests."
+            )
+        self.dialect_name: str = self._dialect.name
+        self._sql = _Statements(self._dialect)
+        _LIVE_BACKENDS.add(self)
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- connections --------------------------------------------------------------
+
+    def _sqlite_connector(self, busy_timeout: float) -> Callable[[], sqlite3.Connection]:
+        database = self.url.database
+        if not database or database == ":memory:":
+            raise ConfigurationError(
+                "An in-memory SQLite URL cannot be shared between connections; use "
+                "memory:// for the in-memory backend, or give SQLite a file path."
+            )
+        query = {k: str(v) for k, v in self.url.query.items()}
+        synchronous = query.pop("synchronous", "FULL").upper()
+        if synchronous not in ("FULL", "NORMAL", "EXTRA"):
+            raise ConfigurationError(
+                f"synchronous={synchronous!r} is not supported; use FULL (the default, survives "
+                "power loss) or NORMAL (faster, survives process crashes only)."
+            )
+        if query:
+            raise ConfigurationError(f"Unknown SQLite URL options: {sorted(query)}.")
+        path = Path(database)
+
+        def connect() -> sqlite3.Connection:
+            # isolation_level=None: no implicit BEGIN; every single statement commits
+            # on its own, and multi-statement writes say BEGIN IMMEDIATE themselves.
+            conn = sqlite3.connect(
+                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            return conn
+
+        return connect
+
+    def _postgres_connector(self) -> Callable[[], Any]:
+        try:
+            import psycopg
+        except ImportError:
+            raise ConfigurationError(
+                "PostgreSQL needs psycopg 3: pip install 'durable[postgres]'."
+            ) from None
+        conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+        def connect() -> Any:
+            conn = psycopg.connect(conninfo, autocommit=True, application_name="durable")
+            # A paused or dead-locked client must not pin row locks or the vacuum horizon.
+            conn.execute("SET idle_in_transaction_session_timeout = '60s'")
+            return conn
+
+        return connect
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        if self._closed:
+            raise StorageError(f"The backend for {self.masked_url} is closed.")
+        if self._pid != os.getpid():
+            self._forget_connections()
+        with self._pool_lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            try:
+                conn = self._connect()
+            except self._driver_error as error:
+                raise StorageError(
+                    f"Cannot connect to {self.masked_url}: {self._scrub(error)}. Check the URL "
+                    "and that the database is running and reachable."
+                ) from None
+        try:
+            yield conn
+        except BaseException:
+            if self._broken(conn):
+                self._close_quietly(conn)
+            else:
+                self._checkin(conn)
+            raise
+        else:
+            self._checkin(conn)
+
+    def _checkin(self, conn: Any) -> None:
+        with self._pool_lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        self._close_quietly(conn)
+
+    def _broken(self, conn: Any) -> bool:
+        if self.dialect_name == "sqlite":
+            return False
+        return bool(conn.closed or conn.broken)
+
+    @staticmethod
+    def _close_quietly(conn: Any) -> None:
+        with contextlib.suppress(Exception):  # already broken; nothing more to release
+            conn.close()
+
+    def _forget_connections(self) -> None:
+        with self._pool_lock:
+            self._idle = []
+        self._pid = os.getpid()
+
+    def _scrub(self, error: BaseException) -> str:
+        text = str(error).strip().replace("\n", " ")
+        password = self.url.password
+        return text.replace(str(password), "***") if password else text
+
+    def _op(self, name: str, body: Callable[[Any, bool], T]) -> T:
+        """Run *body(conn, retried)*, retrying once on a broken connection.
+
+        *retried* tells a write that an earlier attempt may have committed unseen.
+        """
+        for attempt in range(2):
+            try:
+                with self._connection() as conn:
+                    return body(conn, attempt > 0)
+            except self._driver_error as error:
+                connection_lost = self.dialect_name == "postgresql" and _is_connection_error(error)
+                if connection_lost and attempt == 0:
+                    continue
+                raise StorageError(
+                    f"{name} failed on {self.masked_url}: {self._scrub(error)}"
+                ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _execute(self, conn: Any, statement: _Statement, values: Mapping[str, Any]) -> Any:
+        return conn.execute(statement.sql, statement.params(values))
+
+    # -- schema -------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        def body(conn: Any, _retried: bool) -> None:
+            if self._schema_version(conn) == _schema.SCHEMA_VERSION:
+                return
+            with self._transaction(conn):
+                if self.dialect_name == "postgresql":
+                    # Serialize concurrent first starts; CREATE IF NOT EXISTS alone races.
+                    conn.execute("SELECT pg_advisory_xact_lock(727274)")
+                version = self._schema_version(conn)
+                if version > _schema.SCHEMA_VERSION:
+                    raise ConfigurationError(
+                        f"The database at {self.masked_url} has durable schema version {version}, "
+                        f"newer than this code understands ({_schema.SCHEMA_VERSION}). Upgrade "
+                        "durable before using this database."
+                    )
+                for migrate in _schema.MIGRATIONS[version:]:
+                    migrate(self._dialect, conn.execute)
+                conn.execute(
+                    "DELETE FROM durable_meta WHERE key = 'schema_version'",
+                )
+                conn.execute(
+                    "INSERT INTO durable_meta (key, value) VALUES ('schema_version', "
+                    f"'{_schema.SCHEMA_VERSION}')"
+                )
+
+        self._op("Creating the schema", body)
+
+    def _schema_version(self, conn: Any) -> int:
+        if self.dialect_name == "sqlite":
+            exists = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'durable_meta'"
+            ).fetchone()
+        else:
+            exists = conn.execute("SELECT to_regclass('durable_meta')").fetchone()[0]
+        if not exists:
+            return 0
+        row = conn.execute("SELECT value FROM durable_meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    @contextmanager
+    def _transaction(self, conn: Any) -> Iterator[None]:
+        if self.dialect_name == "postgresql":
+            with conn.transaction():
+                yield
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    # -- the Backend contract -------------------------------------------------------
+
+    def now(self) -> float:
+        """See `Backend.now`."""
+        return self._op(
+            "Reading the clock",
+            lambda conn, _: float(self._execute(conn, self._sql.now, {}).fetchone()[0]),
+        )
+
+    def create_run(self, new: NewRun) -> tuple[Run, bool]:
+        """See `Backend.create_run`."""
+        values = {
+            "id": new.id,
+            "workflow": new.workflow,
+            "status": (RunStatus.RUNNING if new.owner else RunStatus.QUEUED).value,
+            "input": new.input,
+            "call_hash": new.call_hash,
+            "epoch": 1 if new.owner else 0,
+            "owner": new.owner,
+            "lease": new.lease if new.owner else None,
+            "parent_id": new.parent_id,
+        }
+
+        def body(conn: Any, retried: bool) -> tuple[Run, bool]:
+            row = self._execute(conn, self._sql.create_run, values).fetchone()
+            if row is not None:
+                return _run(row), True
+            existing = self._execute(conn, self._sql.get_run, {"id": new.id}).fetchone()
+            if existing is None:  # deleted between the two statements; try again
+                return body(conn, retried)
+            run = _run(existing)
+            # Our own insert whose acknowledgement was lost looks exactly like this.
+            ours = (
+                retried
+                and new.owner is not None
+                and run.lease_owner == new.owner
+                and run.epoch == 1
+                and run.input == new.input
+                and run.call_hash == new.call_hash
+            )
+            return run, ours
+
+        return self._op(f"Creating run {new.id!r}", body)
+
+    def get_run(self, run_id: str) -> Run | None:
+        """See `Backend.get_run`."""
+
+        def body(conn: Any, _retried: bool) -> Run | None:
+            row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
+            return None if row is None else _run(row)
+
+        return self._op(f"Reading run {run_id!r}", body)
+
+    def load_history(self, run_id: str) -> Sequence[Step]:
+        """See `Backend.load_history`."""
+        return self._op(
+            f"Loading the history of run {run_id!r}",
+            lambda conn, _: [
+                _step(row)
+                for row in self._execute(conn, self._sql.load_history, {"run_id": run_id})
+            ],
+        )
+
+    def record(self, step: Step, epoch: int) -> Step:
+        """See `Backend.record`."""
+        values = _step_params(step, epoch)
+
+        def body(conn: Any, _retried: bool) -> Step:
+            if self._execute(conn, self._sql.record, values).rowcount == 1:
+                return step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
+            row = self._execute(
+                conn, self._sql.record_conflict, {"run_id": step.run_id, "position": step.position}
+            ).fetchone()
+            if row is None or row[0] != epoch:
+                raise LeaseLost(
+                    f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it "
+                    "over, so this process may not record its steps.",
+                    run_id=step.run_id,
+                    epoch=epoch,
+                )
+            if row[1] is None:  # pragma: no cover - the row vanished; write again
+                return body(conn, _retried)
+            return _step(row[1:])
+
+        return self._op(f"Recording position {step.position} of run {step.run_id!r}", body)
+
+    def finish_run(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        output: bytes | None = None,
+        error: bytes | None = None,
+    ) -> bool:
+        """See `Backend.finish_run`."""
+        if status is RunStatus.BLOCKED:
+            statement = self._sql.block_run
+            values: dict[str, Any] = {"id": run_id, "epoch": epoch, "error": error}
+        else:
+            statement = self._sql.finish_run
+            values = {
+                "id": run_id,
+                "epoch": epoch,
+                "status": status.value,
+                "output": output,
+                "error": error,
+            }
+
+        def body(conn: Any, retried: bool) -> bool:
+            if self._execute(conn, statement, values).rowcount == 1:
+                return True
+            if not retried:
+                return False
+            row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
+            # A lost acknowledgement: our own earlier commit already set this outcome.
+            return row is not None and row[7] == epoch and row[2] == status.value
+
+        return self._op(f"Finishing run {run_id!r}", body)
+
+    def claim_run(
+        self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
+    ) -> Run | None:
+        """See `Backend.claim_run`."""
+        values = {
+            "id": run_id,
+            "epoch": epoch,
+            "owner": owner,
+            "lease": lease,
+            "dead_owner": dead_owner,
+        }
+
+        def body(conn: Any, retried: bool) -> Run | None:
+            row = self._execute(conn, self._sql.claim_run, values).fetchone()
+            if row is not None:
+                return _run(row)
+            if retried:
+                current = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
+                if current is not None and current[7] == epoch + 1 and current[8] == owner:
+                    return _run(current)
+            return None
+
+        return self._op(f"Claiming run {run_id!r}", body)
+
+    def recoverable(self, *, host: str) -> Sequence[Run]:
+        """See `Backend.recoverable`."""
+        prefix = f"{host}:"
+        return self._op(
+            "Looking for runs to recover",
+            lambda conn, _: [
+                _run(row)
+                for row in self._execute(
+                    conn, self._sql.recoverable, {"prefix": prefix, "prefix_len": len(prefix)}
+                )
+            ],
+        )
+
+    def renew_leases(self, owner: str, lease: float) -> int:
+        """See `Backend.renew_leases`."""
+        return self._op(
+            "Renewing leases",
+            lambda conn, _: int(
+                self._execute(
+                    conn, self._sql.renew_leases, {"owner": owner, "lease": lease}
+                ).rowcount
+            ),
+        )
+
+    def release_run(self, run_id: str, epoch: int) -> bool:
+        """See `Backend.release_run`."""
+        return self._op(
+            f"Releasing run {run_id!r}",
+            lambda conn, _: bool(
+                self._execute(conn, self._sql.release_run, {"id": run_id, "epoch": epoch}).rowcount
+                == 1
+            ),
+        )
+
+    def close(self) -> None:
+        """Close every idle connection; connections in use close when returned."""
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            self._close_quietly(conn)
+
+
+def _is_connection_error(error: BaseException) -> bool:
+    import psycopg
+
+    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
