@@ -1,0 +1,52 @@
+"""durable: plain Python functions that survive crashes, restarts and deploys.
+
+Layout: `_decorators` (@workflow, @task) route calls; `_runner` records and replays
+them through the sans-IO cursor in `_replay`; `_engine` owns runs, leases and recovery;
+`backends` store everything; `_serde` and `_hashing` turn values into payloads and
+call identities; `errors` holds every public exception.
+"""
+
+from . import errors
+from ._config import configure, get_engine
+from ._decorators import Call, Task, Workflow, task, workflow
+from ._engine import Engine
+from ._primitives import execute, execute_async, now, random, recover, task_key, uuid4
+from ._records import Run, RunStatus, Step, StepKind, StepStatus
+from ._retry import RetryPolicy
+from .errors import (
+    DurableError,
+    IdempotencyConflict,
+    NondeterminismError,
+    NonRetryable,
+    SerializationError,
+)
+
+__all__ = [
+    "Call",
+    "DurableError",
+    "Engine",
+    "IdempotencyConflict",
+    "NonRetryable",
+    "NondeterminismError",
+    "RetryPolicy",
+    "Run",
+    "RunStatus",
+    "SerializationError",
+    "Step",
+    "StepKind",
+    "StepStatus",
+    "Task",
+    "Workflow",
+    "configure",
+    "errors",
+    "execute",
+    "execute_async",
+    "get_engine",
+    "now",
+    "random",
+    "recover",
+    "task",
+    "task_key",
+    "uuid4",
+    "workflow",
+]

@@ -1,0 +1,44 @@
+"""The process-wide default engine, configured once or taken from the environment."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from ._engine import DEFAULT_URL, Engine
+
+_lock = threading.Lock()
+_default: Engine | None = None
+
+
+def configure(url: str | None = None, **options: Any) -> Engine:
+    """Set the database (and options) that `execute`, `recover` and friends use.
+
+    Args:
+        url: ``sqlite:///path.db``, ``postgresql://user:pw@host/db`` or ``memory://``.
+            Defaults to ``$DURABLE_DATABASE_URL``, else ``sqlite:///durable.db``.
+        **options: passed to `Engine` (``lease``, ``allow_pickle``, ``max_threads``...).
+
+    Returns:
+        The new default engine. The previous one, if any, is closed.
+    """
+    global _default
+    engine = Engine(url or os.environ.get("DURABLE_DATABASE_URL") or DEFAULT_URL, **options)
+    with _lock:
+        previous, _default = _default, engine
+    if previous is not None:
+        previous.close()
+    return engine
+
+
+def get_engine() -> Engine:
+    """Return the default engine, creating it from the environment on first use."""
+    global _default
+    engine = _default
+    if engine is not None:
+        return engine
+    with _lock:
+        if _default is None:
+            _default = Engine(os.environ.get("DURABLE_DATABASE_URL") or DEFAULT_URL)
+        return _default

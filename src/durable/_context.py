@@ -1,0 +1,26 @@
+"""Where am I? The context variable that tells a call whether it runs inside a workflow.
+
+It holds the live run (inside a workflow body), a task scope (inside a task body, where
+calls are plain again), or nothing (application code).
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._runner import RunContext
+
+
+@dataclass(frozen=True, slots=True)
+class TaskScope:
+    """Set while a task body runs: calls are plain, `task_key()` names the position."""
+
+    run_id: str
+    position: int
+    attempt: int
+
+
+current: ContextVar[RunContext | TaskScope | None] = ContextVar("durable_current", default=None)

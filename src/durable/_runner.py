@@ -1,0 +1,401 @@
+"""One run executing in this process: durable calls meet the replay cursor and storage.
+
+`RunContext` is what `current` holds while a workflow body runs. Each durable call
+takes a position, asks the cursor whether it is recorded, and either replays the
+recorded outcome or runs the call and records it with one fenced write.
+
+Three things end an execution early and cannot be caught by workflow code:
+
+* divergence from the history (`NondeterminismError`) or an unreadable row
+  (`PayloadError`): the error is raised into the workflow, and remembered, so that
+  every later durable call raises it again and the run ends blocked or failed
+  whatever the workflow does with it;
+* a lost lease or a storage failure: `Abandoned` (a BaseException) unwinds the
+  workflow; nothing more may be written, and another owner will continue the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._context import TaskScope, current
+from ._decorators import Call, Task
+from ._hashing import call_hash
+from ._records import Run, Step, StepKind, StepStatus
+from ._replay import Replay, describe
+from .errors import (
+    IdempotencyConflict,
+    LeaseLost,
+    NondeterminismError,
+    PayloadError,
+    SerializationError,
+    StorageError,
+)
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+T = TypeVar("T")
+
+
+class Abandoned(BaseException):
+    """Unwinds a workflow whose execution must stop: lease lost or storage failed."""
+
+    def __init__(self, cause: LeaseLost | StorageError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run *coroutine* to completion from synchronous code, even under a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    # A loop already runs in this thread (sync code called from async code): give the
+    # coroutine a loop of its own in a helper thread, carrying our context along.
+    result: Future[T] = Future()
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            result.set_result(context.run(asyncio.run, coroutine))
+        except BaseException as error:
+            result.set_exception(error)
+
+    thread = threading.Thread(target=target, name="durable-async")
+    thread.start()
+    thread.join()
+    return result.result()
+
+
+class RunContext:
+    """The live state of one run: cursor, epoch, and the engine it writes through."""
+
+    def __init__(self, engine: Engine, run: Run, history: Sequence[Step]) -> None:
+        self.engine = engine
+        self.run_id = run.id
+        self.epoch = run.epoch
+        self.replay = Replay(run.id, history)
+        #: the divergence, unreadable row or abandonment that ends this execution.
+        self.fatal: BaseException | None = None
+
+    # -- entry points ----------------------------------------------------------------
+
+    def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A workflow or task called inside the workflow (from `Durable.__call__`)."""
+        return self.run_call(Call(target, args, kwargs, target.bind_arguments(args, kwargs)))
+
+    def run_call(self, call: Call[Any]) -> Any:
+        """Run one durable call at the next position; async targets return a coroutine."""
+        self.check()
+        position = self.replay.allocate()
+        if call.target.is_async:
+            return self.step_async(position, call)
+        return self.step(position, call)
+
+    def parallel(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Run *calls* concurrently at consecutive positions; results in argument order.
+
+        Every call finishes (and is recorded) before this returns; if any failed, the
+        first failure in argument order is raised, so replay raises the same one.
+        """
+        self.check()
+        first = self.replay.allocate(len(calls))
+        futures = [
+            self.engine.branches.submit(self._branch(first + i, c)) for i, c in enumerate(calls)
+        ]
+        return self._gather(futures)
+
+    def _branch(self, position: int, call: Call[Any]) -> Callable[[], Any]:
+        if call.target.is_async:
+            return lambda: run_coroutine(self.step_async(position, call))
+        return lambda: self.step(position, call)
+
+    def _gather(self, futures: Sequence[Future[Any]]) -> list[Any]:
+        results: list[Any] = []
+        failure: BaseException | None = None
+        for future in futures:
+            error = future.exception()
+            if error is None:
+                results.append(future.result())
+            elif failure is None:
+                failure = error
+        self.check()
+        if failure is not None:
+            raise failure
+        return results
+
+    async def parallel_async(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
+        self.check()
+        first = self.replay.allocate(len(calls))
+        outcomes = await asyncio.gather(
+            *(self.step_async(first + i, c) for i, c in enumerate(calls)), return_exceptions=True
+        )
+        self.check()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return list(outcomes)
+
+    def check(self) -> None:
+        """Raise the fatal condition, if any: once set, no durable call may proceed."""
+        if self.fatal is not None:
+            raise self.fatal
+
+    def poison(self, error: BaseException) -> BaseException:
+        """Remember the first fatal condition; return what to raise now."""
+        if isinstance(error, LeaseLost | StorageError):
+            error = Abandoned(error)
+        if self.fatal is None:
+            self.fatal = error
+        return error
+
+    # -- one position ------------------------------------------------------------------
+
+    def _decide(self, position: int, call: Call[Any]) -> Pending | Step:
+        """The recorded finished step to replay, or the pending call to run."""
+        target = call.target
+        digest = call_hash(target.kind, target.name, call.arguments)
+        try:
+            recorded = self.replay.decide(position, target.kind, target.name, digest)
+        except NondeterminismError as error:
+            raise self.poison(error) from None
+        if recorded is not None and recorded.status.finished:
+            return recorded
+        return Pending(position, call, digest, recorded)
+
+    def step(self, position: int, call: Call[Any]) -> Any:
+        """Replay or run *call* at *position*, synchronously."""
+        pending = self._decide(position, call)
+        if isinstance(pending, Step):
+            return self.replayed(pending)
+        if isinstance(call.target, Task):
+            return self._task(pending)
+        return self._child(pending)
+
+    async def step_async(self, position: int, call: Call[Any]) -> Any:
+        """Replay or run *call* at *position*, awaiting async bodies on this loop."""
+        pending = self._decide(position, call)
+        if isinstance(pending, Step):
+            return self.replayed(pending)
+        if not call.target.is_async:
+            # A sync body would block the loop: run the whole step in a thread.
+            return await asyncio.to_thread(contextvars.Context().run, self.step, position, call)
+        if isinstance(call.target, Task):
+            return await self._task_async(pending)
+        return await self._child_async(pending)
+
+    def replayed(self, step: Step) -> Any:
+        """Return (or raise) the recorded outcome of a finished step."""
+        try:
+            if step.status is StepStatus.COMPLETED:
+                return self.engine.load(step.output or b"", self.run_id, step.position)
+            error = self.engine.load_error(step.error or b"", self.run_id, step.position)
+        except PayloadError as bad:
+            raise self.poison(bad) from None
+        raise error
+
+    def record_value(self, kind: StepKind, name: str, produce: Callable[[], Any]) -> Any:
+        """A recorded helper (`durable.now()` and friends): the value is made once."""
+        self.check()
+        position = self.replay.allocate()
+        digest = call_hash(kind, name, {})
+        try:
+            recorded = self.replay.decide(position, kind, name, digest)
+        except NondeterminismError as error:
+            raise self.poison(error) from None
+        if recorded is not None:
+            return self.replayed(recorded)
+        value = produce()
+        now = self.engine.clock.now()
+        output = self.engine.dump(value, f"the value of {name}() at position {position}")
+        step = Step(
+            run_id=self.run_id, position=position, kind=kind, name=name, call_hash=digest,
+            status=StepStatus.COMPLETED, output=output, started_at=now, finished_at=now,
+            epoch=self.epoch,
+        )  # fmt: skip
+        return self._settle(step, value)
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def _task(self, pending: Pending) -> Any:
+        task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+        while True:
+            token = current.set(TaskScope(self.run_id, pending.position, self._attempt(pending)))
+            try:
+                if task.is_async:
+                    value = run_coroutine(task.fn(*pending.call.args, **pending.call.kwargs))
+                else:
+                    value = task.fn(*pending.call.args, **pending.call.kwargs)
+            except Exception as error:
+                delay = self._failed_attempt(pending, error)
+                if delay is None:
+                    raise
+                self.engine.clock.sleep(delay)
+                continue
+            finally:
+                current.reset(token)
+            return self._succeeded(pending, value)
+
+    async def _task_async(self, pending: Pending) -> Any:
+        task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+        while True:
+            token = current.set(TaskScope(self.run_id, pending.position, self._attempt(pending)))
+            try:
+                value = await task.fn(*pending.call.args, **pending.call.kwargs)
+            except Exception as error:
+                delay = self._failed_attempt(pending, error)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+                continue
+            finally:
+                current.reset(token)
+            return self._succeeded(pending, value)
+
+    def _attempt(self, pending: Pending) -> int:
+        pending.start(self.engine.clock.now())
+        return pending.next_attempt()
+
+    def _step_for(self, pending: Pending, status: StepStatus, **outcome: Any) -> Step:
+        call = pending.call
+        now = self.engine.clock.now()
+        return Step(
+            run_id=self.run_id,
+            position=pending.position,
+            kind=call.target.kind,
+            name=call.target.name,
+            call_hash=pending.digest,
+            status=status,
+            input=self.engine.preview(call.arguments),
+            attempts=max(pending.attempt, 1),
+            started_at=pending.started or now,
+            finished_at=now,
+            epoch=self.epoch,
+            **outcome,
+        )
+
+    def _failed_attempt(self, pending: Pending, error: Exception) -> float | None:
+        """Record a failed attempt; return the delay before the next one, or None to give up."""
+        task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+        retry = task.retry.should_retry(error, pending.attempt)
+        status = StepStatus.RETRYING if retry else StepStatus.FAILED
+        self._record(self._step_for(pending, status, error=self.engine.dump_error(error)))
+        return task.retry.delay(pending.attempt) if retry else None
+
+    def _succeeded(self, pending: Pending, value: Any) -> Any:
+        try:
+            output = self.engine.dump(value, pending.describe_result)
+        except SerializationError as error:
+            # Deterministic: record the failure, so replay raises it without re-running.
+            failed = self._step_for(pending, StepStatus.FAILED, error=self.engine.dump_error(error))
+            self._record(failed)
+            raise
+        return self._settle(self._step_for(pending, StepStatus.COMPLETED, output=output), value)
+
+    def _settle(self, step: Step, value: Any) -> Any:
+        """Record a finished step; if another writer got there first, use its outcome."""
+        stored = self._record(step)
+        if stored.status is step.status and stored.output == step.output:
+            return value
+        return self.replayed(stored)
+
+    def _record(self, step: Step) -> Step:
+        try:
+            stored = self.engine.backend.record(step, self.epoch)
+        except (LeaseLost, StorageError) as error:
+            raise self.poison(error) from None
+        self.replay.remember(stored)
+        return stored
+
+    # -- child workflows -----------------------------------------------------------------
+
+    def child_id(self, position: int) -> str:
+        """The id of the child run started at *position*: stable across replays."""
+        return f"{self.run_id}/{position}"
+
+    def _child(self, pending: Pending) -> Any:
+        self._attempt(pending)
+        try:
+            value = self.engine.execute_call(
+                pending.call, run_id=self.child_id(pending.position), parent_id=self.run_id
+            )
+        except Abandoned:
+            raise
+        except Exception as error:
+            self._child_failed(pending, error)
+            raise
+        return self._succeeded(pending, value)
+
+    async def _child_async(self, pending: Pending) -> Any:
+        self._attempt(pending)
+        try:
+            value = await self.engine.execute_call_async(
+                pending.call, run_id=self.child_id(pending.position), parent_id=self.run_id
+            )
+        except Abandoned:
+            raise
+        except Exception as error:
+            self._child_failed(pending, error)
+            raise
+        return self._succeeded(pending, value)
+
+    def _child_failed(self, pending: Pending, error: Exception) -> None:
+        if isinstance(error, NondeterminismError | PayloadError):
+            raise self.poison(error) from None  # the child is blocked; so is its parent
+        if isinstance(error, IdempotencyConflict):
+            # The child exists with other arguments: the parent's code changed under it.
+            child = self.engine.backend.get_run(self.child_id(pending.position))
+            recorded = Step(
+                run_id=self.run_id,
+                position=pending.position,
+                kind=StepKind.WORKFLOW,
+                name=child.workflow if child else "?",
+                call_hash=child.call_hash if child else "?",
+                status=StepStatus.RETRYING,
+            )
+            current_call = describe(
+                pending.call.target.kind, pending.call.target.name, pending.digest
+            )
+            raise self.poison(
+                self.replay.divergence(pending.position, recorded, current_call)
+            ) from None
+        self._record(
+            self._step_for(pending, StepStatus.FAILED, error=self.engine.dump_error(error))
+        )
+
+
+class Pending:
+    """A call at the frontier: its position, identity, and the attempts made so far."""
+
+    __slots__ = ("attempt", "call", "digest", "position", "started")
+
+    def __init__(self, position: int, call: Call[Any], digest: str, recorded: Step | None) -> None:
+        self.position = position
+        self.call = call
+        self.digest = digest
+        #: attempts made so far, including those recorded before a crash.
+        self.attempt = recorded.attempts if recorded else 0
+        self.started = recorded.started_at if recorded else None
+
+    def next_attempt(self) -> int:
+        """Count one more attempt; return its number (from 1)."""
+        self.attempt += 1
+        return self.attempt
+
+    def start(self, now: float) -> None:
+        """Note when the first attempt began (kept across retries and crashes)."""
+        if self.started is None:
+            self.started = now
+
+    def describe_result(self) -> str:
+        """Name this call's result in a SerializationError."""
+        what = describe(self.call.target.kind, self.call.target.name, self.digest)
+        return f"the result of {what} at position {self.position}"
