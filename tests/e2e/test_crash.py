@@ -1,0 +1,123 @@
+"""Real processes killed with SIGKILL, and two recoverers racing for one run."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import durable
+from durable import RunStatus
+from tests.e2e.harness import Children
+
+SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def children(tmp_path: Path, url: str) -> Iterator[Children]:
+    """Child processes on the test's database; all killed and reaped afterwards."""
+    harness = Children(tmp_path, url)
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+def stored(url: str, run_id: str) -> tuple[durable.Run, list[durable.Step], object]:
+    """The run, its history and its decoded result, read by a fresh engine."""
+    with durable.Engine(url) as engine:
+        run = engine.backend.get_run(run_id)
+        assert run is not None
+        history = list(engine.backend.load_history(run_id))
+        result = engine.load(run.output, run_id, None) if run.output else None
+    return run, history, result
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+@pytest.mark.parametrize("resume_by", ["recover", "execute"])
+def test_sigkill_between_tasks_then_resume(children: Children, url: str, resume_by: str) -> None:
+    """Killed between task 2 and 3, the run resumes; no finished task body runs again."""
+    victim = children.start("run", url, "crash-1", DURABLE_TEST_PAUSE="between")
+    children.wait_for_pause("between")
+    children.kill(victim)
+    assert children.bodies() == Counter({("crash-1", 0): 1, ("crash-1", 1): 1})
+    run, _, _ = stored(url, "crash-1")
+    assert run.status is RunStatus.RUNNING, "a killed run is left running, to be recovered"
+
+    if resume_by == "recover":
+        survivor = children.start("recover", url)
+        assert children.finish(survivor) == ["crash-1"]
+    else:
+        survivor = children.start("run", url, "crash-1")
+        children.finish(survivor)
+
+    assert children.bodies() == Counter({("crash-1", 0): 1, ("crash-1", 1): 1, ("crash-1", 2): 1})
+    run, history, result = stored(url, "crash-1")
+    assert run.status is RunStatus.COMPLETED
+    assert result == [
+        {"i": 1, "pid": victim.pid},
+        {"i": 2, "pid": victim.pid},
+        {"i": 3, "pid": survivor.pid},
+    ], "tasks 1 and 2 were replayed from the victim's records, task 3 ran in the survivor"
+    assert [step.epoch for step in history] == [1, 1, 2]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+def test_sigkill_inside_a_task_reruns_only_that_task(children: Children, url: str) -> None:
+    """Killed inside task 2's body, only task 2 runs again (at least once, never after commit)."""
+    victim = children.start("run", url, "crash-2", DURABLE_TEST_PAUSE="in-step-2")
+    children.wait_for_pause("in-step-2")
+    children.kill(victim)
+    survivor = children.start("recover", url)
+    assert children.finish(survivor) == ["crash-2"]
+    assert children.bodies() == Counter({("crash-2", 0): 1, ("crash-2", 1): 2, ("crash-2", 2): 1})
+    run, _, result = stored(url, "crash-2")
+    assert run.status is RunStatus.COMPLETED
+    assert [entry["pid"] for entry in result] == [victim.pid, survivor.pid, survivor.pid]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+def test_two_recoverers_race_and_the_fence_rejects_the_loser(
+    children: Children, url: str, tmp_path: Path
+) -> None:
+    """Two recover() calls race: one owns the run. A frozen owner's late write is fenced off."""
+    victim = children.start("run", url, "race", DURABLE_TEST_PAUSE="between")
+    children.wait_for_pause("between")
+    children.kill(victim)
+
+    go = tmp_path / "go"
+    racers = [
+        children.start(
+            "recover", url, DURABLE_TEST_PAUSE="in-step-3", DURABLE_TEST_LEASE="1", DURABLE_TEST_START=str(go)
+        )
+        for _ in range(2)
+    ]
+    go.touch()
+    winner_pid = children.wait_for_pause("in-step-3")
+    winner = next(p for p in racers if p.pid == winner_pid)
+    loser = next(p for p in racers if p.pid != winner_pid)
+    assert children.finish(loser) == [], "exactly one recoverer may own the run"
+
+    # Freeze the owner inside task 3 until its lease (1 s) has run out: a zombie.
+    children.kill(winner, signal.SIGSTOP)
+    time.sleep(2.5)
+    taker = children.start("recover", url)
+    assert children.finish(taker) == ["race"]
+    children.release("in-step-3", winner_pid)
+    children.kill(winner, signal.SIGCONT)
+    assert children.finish(winner) == ["race"]
+    assert "lease lost" in winner.stderr_text  # type: ignore[attr-defined]
+
+    run, history, result = stored(url, "race")
+    assert run.status is RunStatus.COMPLETED
+    assert run.epoch == 3, "victim, winner and taker each owned the run in turn"
+    assert [step.epoch for step in history] == [1, 1, 3], "the zombie's write was rejected"
+    assert result[2] == {"i": 3, "pid": taker.pid}  # type: ignore[index]
+    bodies = children.bodies()
+    assert bodies[("race", 0)] == bodies[("race", 1)] == 1
+    assert bodies[("race", 2)] == 2, "task 3 ran in the zombie and in the taker; one result counts"
