@@ -38,7 +38,9 @@ class PostgresSchemas:
         import psycopg
 
         self.base_url = base_url
-        self._conn = psycopg.connect(base_url.replace("postgresql+psycopg", "postgresql"), autocommit=True)
+        self._conn = psycopg.connect(
+            base_url.replace("postgresql+psycopg", "postgresql"), autocommit=True
+        )
         self._made: list[str] = []
 
     def new_url(self) -> str:
@@ -85,16 +87,14 @@ def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cal
     kind = request.param
     made: list[Backend] = []
     counter = itertools.count()
-    if kind == "postgres":
-        schemas = PostgresSchemas(_need_postgres())
-        request.addfinalizer(schemas.drop_all)
+    schemas = PostgresSchemas(_need_postgres()) if kind == "postgres" else None
 
     def make() -> Backend:
         from durable.backends.sql import SQLBackend
 
         if kind == "memory":
             backend: Backend = MemoryBackend()
-        elif kind == "sqlite":
+        elif schemas is None:
             backend = SQLBackend(f"sqlite:///{tmp_path / f'db{next(counter)}.sqlite'}")
         else:
             backend = SQLBackend(schemas.new_url())
@@ -104,6 +104,8 @@ def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cal
     yield make
     for backend in made:
         backend.close()
+    if schemas is not None:
+        schemas.drop_all()
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ from tests.conftest import BACKENDS
 
 @pytest.mark.parametrize("make_backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
-def test_contract(check: Callable[[MakeBackend], None], make_backend: Callable[[], Backend]) -> None:
+def test_contract(
+    check: Callable[[MakeBackend], None], make_backend: Callable[[], Backend]
+) -> None:
     """Each backend keeps each contract of the Backend protocol."""
     check(make_backend)
 

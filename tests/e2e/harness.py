@@ -57,7 +57,9 @@ class Children:
                 return int(found[0].suffix[1:])
             for process in self.started:
                 if process.poll() not in (None, 0, -9):
-                    raise AssertionError(f"child exited with {process.returncode}: {self.output(process)}")
+                    raise AssertionError(
+                        f"child exited with {process.returncode}: {self.output(process)}"
+                    )
             time.sleep(0.01)
         raise AssertionError(f"no child reached pause point {point!r} within {timeout}s")
 
@@ -90,7 +92,9 @@ class Children:
         if not self.ledger.exists():
             return Counter()
         lines = self.ledger.read_text().splitlines()
-        return Counter((run, int(position)) for run, position, _pid in (l.split() for l in lines))
+        return Counter(
+            (run, int(position)) for run, position, _pid in (line.split() for line in lines)
+        )
 
     def close(self) -> None:
         """Kill and reap any child still running."""

@@ -93,7 +93,11 @@ def test_two_recoverers_race_and_the_fence_rejects_the_loser(
     go = tmp_path / "go"
     racers = [
         children.start(
-            "recover", url, DURABLE_TEST_PAUSE="in-step-3", DURABLE_TEST_LEASE="1", DURABLE_TEST_START=str(go)
+            "recover",
+            url,
+            DURABLE_TEST_PAUSE="in-step-3",
+            DURABLE_TEST_LEASE="1",
+            DURABLE_TEST_START=str(go),
         )
         for _ in range(2)
     ]

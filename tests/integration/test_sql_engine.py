@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,10 +33,9 @@ def three(tag: str) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def _reset() -> Iterator[None]:
+def _reset() -> None:
     bodies.clear()
     crash_on.clear()
-    yield
 
 
 def execute_sql(url: str, statement: str, *params: Any) -> None:
@@ -80,7 +78,9 @@ def test_corrupt_history_row_fails_only_its_run(url: str) -> None:
             with pytest.raises(Crash):
                 execute(three, tag, id=tag)
         execute_sql(
-            url, "UPDATE durable_history SET output = ? WHERE run_id = 'bad' AND position = 1", b"j{trunc"
+            url,
+            "UPDATE durable_history SET output = ? WHERE run_id = 'bad' AND position = 1",
+            b"j{trunc",
         )
         assert sorted(durable.recover()) == ["bad", "good"]
         bad = engine.backend.get_run("bad")

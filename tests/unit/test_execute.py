@@ -268,7 +268,9 @@ def test_recorded_helpers_replay_their_values() -> None:
 
     with pytest.raises(Crash):
         execute(stamp, id="stamp")
-    first = [durable.get_engine().load(s.output or b"", "stamp", s.position) for s in history("stamp")]
+    first = [
+        durable.get_engine().load(s.output or b"", "stamp", s.position) for s in history("stamp")
+    ]
     when, ident, number = execute(stamp, id="stamp")
     assert [when, ident, number] == first
     assert isinstance(ident, uuid.UUID) and 0 <= number < 1 and when.tzinfo is not None
@@ -344,7 +346,7 @@ def test_execute_rejects_a_plain_function() -> None:
     def plain(n: int) -> int:
         return n
 
-    with pytest.raises(NotDurableError, match="Decorate it with @durable.workflow"):
+    with pytest.raises(NotDurableError, match=r"Decorate it with @durable\.workflow"):
         execute(plain, 1)  # type: ignore[call-overload]
 
 

@@ -70,7 +70,9 @@ def test_a_different_task_at_a_recorded_position_blocks_the_run() -> None:
     assert s.bodies == ["charge"], "no task body may run once the history diverges"
     stored = run("order-1")
     assert stored.status is RunStatus.BLOCKED
-    assert [st.output for st in history("order-1")] == [b'j"charge:0"'], "history is never overwritten"
+    assert [st.output for st in history("order-1")] == [b'j"charge:0"'], (
+        "history is never overwritten"
+    )
 
 
 def test_a_blocked_run_resumes_once_the_code_matches_again() -> None:

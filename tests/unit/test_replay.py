@@ -9,7 +9,9 @@ from durable._replay import Replay
 from durable.errors import NondeterminismError
 
 
-def step(position: int, name: str = "app.fetch", call_hash: str = "v1:aa", **fields: object) -> Step:
+def step(
+    position: int, name: str = "app.fetch", call_hash: str = "v1:aa", **fields: object
+) -> Step:
     values: dict[str, object] = {
         "run_id": "run-7",
         "position": position,
@@ -119,7 +121,9 @@ def test_ending_before_the_recorded_calls_is_a_divergence() -> None:
 def test_history_order_does_not_matter() -> None:
     """Steps may arrive in any order; decisions look them up by position."""
     replay = Replay("run-7", [step(2, name="c"), step(0, name="a"), step(1, name="b")])
-    assert [replay.decide(p, StepKind.TASK, n, "v1:aa") is not None for p, n in enumerate("abc")] == [
+    assert [
+        replay.decide(p, StepKind.TASK, n, "v1:aa") is not None for p, n in enumerate("abc")
+    ] == [
         True,
         True,
         True,

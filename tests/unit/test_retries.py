@@ -67,7 +67,7 @@ def test_bad_policies_are_refused_with_the_reason() -> None:
 
 def test_retries_until_success_and_records_each_attempt(clock: FakeClock) -> None:
     """A task failing twice under attempts=3 succeeds on the third; attempts are recorded."""
-    attempts, body = failing(2)
+    _, body = failing(2)
 
     @task(retry=dict(attempts=3, backoff="exponential", initial=1, max_delay=60))
     def flaky() -> int:
@@ -132,7 +132,11 @@ def test_retry_on_and_dont_retry_on_select_errors(clock: FakeClock) -> None:
     """Only retry_on errors retry; dont_retry_on errors fail at once."""
     seen: list[str] = []
 
-    @task(retry=dict(attempts=4, initial=0, retry_on=(ConnectionError, KeyError), dont_retry_on=KeyError))
+    @task(
+        retry=dict(
+            attempts=4, initial=0, retry_on=(ConnectionError, KeyError), dont_retry_on=KeyError
+        )
+    )
     def picky(kind: str) -> None:
         seen.append(kind)
         raise {"conn": ConnectionError, "key": KeyError, "value": ValueError}[kind](kind)

@@ -80,7 +80,12 @@ def check_create_run_once(make: MakeBackend) -> None:
         assert run.lease_until > backend.now(), "a new run's lease must lie in the future"
         again, created = backend.create_run(
             NewRun(
-                id="run-1", workflow="other", input=b"jnull", call_hash="v1:ff", owner=OTHER, lease=1
+                id="run-1",
+                workflow="other",
+                input=b"jnull",
+                call_hash="v1:ff",
+                owner=OTHER,
+                lease=1,
             )
         )
         assert not created, "a second create_run of an id must report created=False"

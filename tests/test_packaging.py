@@ -1,0 +1,74 @@
+"""The public surface: what `durable` exports, and that it ships its type information."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import durable
+import durable.errors
+import durable.testing
+
+
+def public_names(module: types.ModuleType) -> list[str]:
+    return sorted(
+        (
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("_") and not isinstance(value, types.ModuleType)
+        ),
+        key=str.casefold,
+    )
+
+
+def test_all_is_sorted_and_complete() -> None:
+    """durable.__all__ lists exactly the public names (plus the errors module), sorted."""
+    assert durable.__all__ == sorted(durable.__all__)
+    assert set(durable.__all__) - {"errors"} == set(public_names(durable)) - {"annotations"}
+
+
+def test_every_public_error_derives_from_durable_error() -> None:
+    """The error tree has one root, and every error in it is exported."""
+    for name in durable.errors.__all__:
+        error = getattr(durable.errors, name)
+        assert issubclass(error, durable.errors.DurableError), name
+    exported = {
+        name
+        for name, value in vars(durable.errors).items()
+        if isinstance(value, type) and issubclass(value, durable.errors.DurableError)
+    }
+    assert exported == set(durable.errors.__all__)
+
+
+def test_errors_survive_pickling() -> None:
+    """Errors keep their structured fields through pickle (they cross processes)."""
+    import pickle
+
+    error = durable.errors.NondeterminismError(
+        "diverged", run_id="r", position=3, recorded="a", current="b"
+    )
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and (copy.run_id, copy.position) == ("r", 3)
+    assert str(copy) == "diverged"
+
+
+def test_testing_module_exports() -> None:
+    """durable.testing exposes the conformance suite and the memory backend."""
+    assert set(durable.testing.__all__) == {"CHECKS", "MemoryBackend", "check_backend"}
+
+
+def test_py_typed_ships() -> None:
+    """The package carries its PEP 561 marker."""
+    assert (Path(durable.__file__).parent / "py.typed").exists()
+
+
+def test_sqlalchemy_stays_in_the_backend_files() -> None:
+    """Only backends/sql.py and backends/_schema.py import SQLAlchemy."""
+    root = Path(durable.__file__).parent
+    offenders = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "sqlalchemy" in path.read_text()
+        and path.relative_to(root).as_posix() not in ("backends/sql.py", "backends/_schema.py")
+    ]
+    assert offenders == []

@@ -1,0 +1,59 @@
+"""User code as a type checker sees it: mypy checks this file (it is never run)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import assert_type
+
+import durable
+from durable import Call, execute, task, workflow
+
+
+@task
+def fetch(n: int, *, scale: float = 1.0) -> float:
+    return n * scale
+
+
+@task(retry=dict(attempts=3), name="typed.flaky")
+def flaky(text: str) -> list[str]:
+    return [text]
+
+
+@task
+async def afetch(n: int) -> int:
+    await asyncio.sleep(0)
+    return n
+
+
+@workflow
+def pipeline(n: int) -> tuple[float, list[str]]:
+    a = fetch(n, scale=2.0)
+    assert_type(a, float)
+    b, c = execute(fetch.bind(n), flaky.bind("x"))
+    assert_type(b, float)
+    assert_type(c, list[str])
+    return a, c
+
+
+@workflow
+async def apipeline(n: int) -> int:
+    value = await afetch(n)
+    assert_type(value, int)
+    return value
+
+
+def application() -> None:
+    # Signatures survive decoration: a wrong argument is an error (strict mode also
+    # reports an unneeded ignore, so each of these lines fails if it stops being one).
+    fetch(1, scale="x")  # type: ignore[arg-type]
+    fetch("1")  # type: ignore[arg-type]
+    pipeline(3, 4)  # type: ignore[call-arg]
+    assert_type(fetch(1), float)
+    assert_type(pipeline(3), tuple[float, list[str]])
+    assert_type(pipeline.bind(3), Call[tuple[float, list[str]]])
+    assert_type(execute(pipeline, 3, id="p-3"), tuple[float, list[str]])
+    assert_type(execute(pipeline.bind(3)), tuple[float, list[str]])
+    assert_type(execute(apipeline, 1), int)
+    assert_type(durable.now().year, int)
+    assert_type(durable.recover(), list[str])
+    pipeline.bind("three")  # type: ignore[arg-type]
