@@ -28,6 +28,7 @@ def test_hello(tmp_path: Path) -> None:
     """hello.py computes its pipeline on a SQLite file and replays it on a second run."""
     first = run_example("hello.py", tmp_path)
     assert "result: [30, 300, 31]" in first and "fetch(3) runs" in first
+    assert "flaky(30) fails; it will be retried" in first and "2 attempt(s)" in first
     assert (tmp_path / "durable.db").exists(), "the embedded default is durable.db in the cwd"
     second = run_example("hello.py", tmp_path)
     assert "result: [30, 300, 31]" in second

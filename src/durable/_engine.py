@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from . import _owner, _registry, _serde
+from . import _error_payload, _owner, _registry, _serde
 from ._clock import SYSTEM_CLOCK, Clock
 from ._context import current
 from ._decorators import Call, Durable, Task
@@ -118,11 +118,11 @@ class Engine:
 
     def dump_error(self, error: BaseException) -> bytes:
         """Encode an exception for storage; never fails."""
-        return _serde.dump_error(error, allow_pickle=self.allow_pickle)
+        return _error_payload.dump_error(error, allow_pickle=self.allow_pickle)
 
     def load_error(self, data: bytes, run_id: str, position: int | None) -> BaseException:
         """Rebuild a stored exception (raises PayloadError)."""
-        return _serde.load_error(
+        return _error_payload.load_error(
             data, allow_pickle=self.allow_pickle, run_id=run_id, position=position
         )
 

@@ -21,24 +21,53 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
-import importlib
 import json
 import math
-import traceback
 import uuid
-from collections.abc import Callable
+import zoneinfo
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import cloudpickle
 
-from .errors import PayloadError, RecordedError, SerializationError
+from ._classes import class_ref, importable_ref, resolve_class
+from .errors import PayloadError, SerializationError
 
 JSON = b"j"
 PICKLED = b"P"
 TAG = "$durable"
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+# For text UTF-8 cannot hold (lone surrogates, e.g. from os.fsdecode): \u escapes can.
+_dumps_ascii = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _loads = json.JSONDecoder().decode
+
+#: Ints up to this width have at most 617 decimal digits, below the 640 that no
+#: ``sys.set_int_max_str_digits`` setting can go under. Wider ones are stored as hex,
+#: which that limit never applies to, so every process can write and read them.
+_JSON_INT_BITS = 2048
+
+_UNSET: Any = object()
+
+
+def _json_bytes(tree: Any) -> bytes:
+    text = _dumps(tree)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _dumps_ascii(tree).encode("ascii")
+
+
+def _big_int(value: int) -> dict[str, Any]:
+    return {TAG: "int", "v": hex(value)}
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__qualname__}>"
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 class _Unencodable(Exception):
@@ -60,54 +89,114 @@ class _Encoder:
 
     def encode(self, value: Any) -> Any:
         t = type(value)
-        if t is str or t is int or t is bool or value is None:
+        if t is str or t is bool or value is None:
             return value
+        if t is int:
+            return value if value.bit_length() <= _JSON_INT_BITS else _big_int(value)
         if t is float:
             if math.isfinite(value):
                 return value
             return {TAG: "float", "v": repr(value)}
-        try:
-            if t is list:
-                return [self.encode(v) for v in value]
-            if t is dict:
-                if all(type(k) is str for k in value) and TAG not in value:
-                    return {k: self.encode(v) for k, v in value.items()}
-                return {
-                    TAG: "dict",
-                    "v": [[self.encode(k), self.encode(v)] for k, v in value.items()],
-                }
-            if t is tuple:
-                return {TAG: "tuple", "v": [self.encode(v) for v in value]}
-        except _Unencodable as error:
-            error.path.append("[…]")
-            raise
+        if t is list:
+            return self._items(value)
+        if t is dict:
+            if all(type(k) is str for k in value) and TAG not in value:
+                return self._str_dict(value)
+            return {TAG: "dict", "v": self._pairs(value)}
+        if t is tuple:
+            return {TAG: "tuple", "v": self._items(value)}
         return self._encode_other(value, t)
+
+    # The helpers below add one step to a failure's path, e.g. ``['a'][2].field``.
+
+    def _items(self, values: Iterable[Any], *, indexed: bool = True) -> list[Any]:
+        out: list[Any] = []
+        try:
+            for v in values:
+                out.append(self.encode(v))
+        except _Unencodable as error:
+            error.path.append(f"[{len(out)}]" if indexed else "{…}")
+            raise
+        return out
+
+    def _str_dict(self, value: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        key = ""
+        try:
+            for key, v in value.items():
+                out[key] = self.encode(v)
+        except _Unencodable as error:
+            error.path.append(f"[{_short_repr(key)}]")
+            raise
+        return out
+
+    def _pairs(self, value: dict[Any, Any]) -> list[list[Any]]:
+        out: list[list[Any]] = []
+        for k, v in value.items():
+            step = "[key {}]"  # the key's repr is only worth computing on failure
+            try:
+                key = self.encode(k)
+                step = "[{}]"
+                out.append([key, self.encode(v)])
+            except _Unencodable as error:
+                error.path.append(step.format(_short_repr(k)))
+                raise
+        return out
+
+    def _at(self, value: Any, step: str) -> Any:
+        try:
+            return self.encode(value)
+        except _Unencodable as error:
+            error.path.append(step)
+            raise
 
     def _encode_other(self, value: Any, t: type) -> Any:
         if t is set or t is frozenset:
-            return {TAG: t.__name__, "v": [self.encode(v) for v in value]}
+            return {TAG: t.__name__, "v": self._items(value, indexed=False)}
         if t is bytes or t is bytearray:
             return {TAG: t.__name__, "v": base64.b64encode(value).decode("ascii")}
-        if t is dt.datetime or t is dt.date or t is dt.time:
-            return {TAG: t.__name__, "v": value.isoformat()}
+        if t is dt.datetime or t is dt.time:
+            return _encode_clock(value)
+        if t is dt.date:
+            return {TAG: "date", "v": value.isoformat()}
         if t is dt.timedelta:
             return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
         if t is decimal.Decimal or t is uuid.UUID:
             return {TAG: t.__name__, "v": str(value)}
         if isinstance(value, enum.Enum):
-            return {TAG: "enum", "cls": _class_ref(t), "v": self.encode(value.value)}
+            ref = importable_ref(t)
+            if ref is None:
+                return self._pickle(value, _not_importable(t))
+            return {TAG: "enum", "cls": ref, "v": self._at(value.value, ".value")}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = {
-                f.name: self.encode(getattr(value, f.name)) for f in dataclasses.fields(value)
-            }
-            return {TAG: "dataclass", "cls": _class_ref(t), "v": fields}
+            ref = importable_ref(t)
+            if ref is None:
+                return self._pickle(value, _not_importable(t))
+            return {TAG: "dataclass", "cls": ref, "v": self._dataclass_state(value)}
         if callable(getattr(value, "model_dump", None)) and hasattr(t, "model_fields"):
-            return {TAG: "pydantic", "cls": _class_ref(t), "v": self.encode(value.model_dump())}
+            ref = importable_ref(t)
+            if ref is None:
+                return self._pickle(value, _not_importable(t))
+            return {TAG: "pydantic", "cls": ref, "v": self.encode(value.model_dump())}
         return self._pickle(value)
 
-    def _pickle(self, value: Any) -> Any:
+    def _dataclass_state(self, value: Any) -> dict[str, Any]:
+        # Loading does not run __post_init__ again, so attributes it derived are state
+        # as much as the fields are. A field never assigned (init=False, no default)
+        # stays unassigned on load too.
+        state = {
+            f.name: v
+            for f in dataclasses.fields(value)
+            if (v := getattr(value, f.name, _UNSET)) is not _UNSET
+        }
+        for name, v in getattr(value, "__dict__", {}).items():
+            if type(name) is str:
+                state.setdefault(name, v)
+        return {name: self._at(v, f".{name}") for name, v in state.items()}
+
+    def _pickle(self, value: Any, why: str = "it is not JSON data") -> Any:
         if not self.allow_pickle:
-            raise _Unencodable(value, "it is not JSON data and pickling is disabled (allow_pickle)")
+            raise _Unencodable(value, f"{why} and pickling is disabled (allow_pickle)")
         try:
             data = cloudpickle.dumps(value)
         except Exception as error:
@@ -116,8 +205,30 @@ class _Encoder:
         return {TAG: "pickle", "v": base64.b64encode(data).decode("ascii")}
 
 
+def _encode_clock(value: dt.datetime | dt.time) -> dict[str, Any]:
+    node: dict[str, Any] = {TAG: type(value).__name__, "v": value.isoformat()}
+    # The ISO text has neither the zone (only its offset) nor fold. Replay must see
+    # what the first run saw: the zone decides later arithmetic across DST, and fold
+    # which of a repeated hour's two instants is meant.
+    if isinstance(value.tzinfo, zoneinfo.ZoneInfo) and value.tzinfo.key:
+        node["tz"] = value.tzinfo.key
+    if value.fold:
+        node["fold"] = 1
+    return node
+
+
+def _not_importable(cls: type) -> str:
+    return f"its class cannot be imported as {class_ref(cls)} (is it defined in a function?)"
+
+
+def _int_json(value: int) -> str:
+    if value.bit_length() <= _JSON_INT_BITS:
+        return int.__repr__(value)
+    return _dumps(_big_int(value))
+
+
 _SCALAR_ENCODERS: dict[type, Callable[[Any], str]] = {
-    int: int.__repr__,
+    int: _int_json,
     str: json.encoder.encode_basestring,
     bool: lambda v: "true" if v else "false",
     type(None): lambda _v: "null",
@@ -138,23 +249,38 @@ def dumps(value: Any, *, allow_pickle: bool, where: str | Callable[[], str]) -> 
     """
     scalar = _SCALAR_ENCODERS.get(type(value))
     if scalar is not None:
-        return JSON + scalar(value).encode("utf-8")
+        with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate: the slow path
+            return JSON + scalar(value).encode("utf-8")
     encoder = _Encoder(allow_pickle)
     try:
-        body = _dumps(encoder.encode(value))
+        body = _json_bytes(encoder.encode(value))
     except _Unencodable as error:
-        bad = type(error.value)
         path = "".join(reversed(error.path))
-        inner = f" (at {path})" if path else ""
-        where = where if isinstance(where, str) else where()
-        raise SerializationError(
-            f"Cannot store {where}{inner}: a value of type {bad.__module__}.{bad.__qualname__} "
-            f"cannot be stored because {error.reason}. Pass plain data (JSON types, "
-            "dataclasses, datetimes, ...) or enable pickling.",
-            where=where,
-            type_name=f"{bad.__module__}.{bad.__qualname__}",
-        ) from None
-    return (PICKLED if encoder.pickled else JSON) + body.encode("utf-8")
+        raise _cannot_store(where, path, error.value, error.reason) from None
+    except RecursionError:
+        reason = "it is nested too deeply or contains itself"
+        raise _cannot_store(where, "", value, reason) from None
+    except Exception as error:
+        # User code that runs while encoding (a model_dump(), a property) failed.
+        reason = f"encoding it raised {type(error).__name__}: {_safe_str(error)}"
+        raise _cannot_store(where, "", value, reason) from error
+    return (PICKLED if encoder.pickled else JSON) + body
+
+
+def _cannot_store(
+    where: str | Callable[[], str], path: str, value: Any, reason: str
+) -> SerializationError:
+    bad = type(value)
+    type_name = f"{bad.__module__}.{bad.__qualname__}"
+    inner = f" (at {path})" if path else ""
+    where = where if isinstance(where, str) else where()
+    return SerializationError(
+        f"Cannot store {where}{inner}: a value of type {type_name} cannot be stored because "
+        f"{reason}. Pass plain data (JSON types, dataclasses, datetimes, ...) or enable "
+        "pickling.",
+        where=where,
+        type_name=type_name,
+    )
 
 
 def loads(
@@ -185,8 +311,12 @@ def loads(
     try:
         tree = _loads(bytes(data[1:]).decode("utf-8"))
         return _Decoder(header == PICKLED).decode(tree)
-    except PayloadError:
-        raise
+    except _RefusedPickle:
+        raise PayloadError(
+            f"{where} claims to be plain JSON but contains a pickle; it was not loaded.",
+            run_id=run_id,
+            position=position,
+        ) from None
     except Exception as error:
         raise PayloadError(
             f"{where} cannot be decoded ({type(error).__name__}: {error}); the row is corrupt "
@@ -202,6 +332,10 @@ def _where(run_id: str | None, position: int | None) -> str:
     if position is None:
         return f"The payload of run {run_id!r}"
     return f"The payload at position {position} of run {run_id!r}"
+
+
+class _RefusedPickle(Exception):
+    """A pickle tag inside a ``j`` payload; `loads` turns it into a PayloadError."""
 
 
 class _Decoder:
@@ -226,30 +360,8 @@ class _Decoder:
 
     def unpickle(self, node: dict[str, Any]) -> Any:
         if not self.may_unpickle:
-            raise PayloadError("a plain-JSON payload contains a pickle tag; refusing to load it")
+            raise _RefusedPickle
         return cloudpickle.loads(base64.b64decode(node["v"]))
-
-
-def _class_ref(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-_CLASS_CACHE: dict[str, type] = {}
-
-
-def resolve_class(ref: str, must_be: Callable[[type], bool], what: str) -> type:
-    """Import ``module:qualname`` and check it is the kind of class the tag says."""
-    cls = _CLASS_CACHE.get(ref)
-    if cls is None:
-        module_name, _, qualname = ref.partition(":")
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        if not isinstance(obj, type) or not must_be(obj):
-            raise ValueError(f"{ref} is not {what}")
-        cls = obj
-        _CLASS_CACHE[ref] = cls
-    return cls
 
 
 def _is_dataclass_type(cls: type) -> bool:
@@ -262,11 +374,20 @@ def _is_pydantic_type(cls: type) -> bool:
 
 def _decode_dataclass(dec: _Decoder, node: dict[str, Any]) -> Any:
     cls = resolve_class(node["cls"], _is_dataclass_type, "a dataclass")
-    # Build without calling __init__/__post_init__: the stored fields are the state.
+    # Build without calling __init__/__post_init__: the stored state is the state.
     obj: Any = object.__new__(cls)
     for name, value in node["v"].items():
         object.__setattr__(obj, name, dec.decode(value))
     return obj
+
+
+def _decode_clock(cls: type[dt.datetime] | type[dt.time], node: dict[str, Any]) -> Any:
+    value = cls.fromisoformat(node["v"])
+    if "tz" in node:  # the same wall time, in its zone again
+        value = value.replace(tzinfo=zoneinfo.ZoneInfo(node["tz"]))
+    if node.get("fold") == 1:
+        value = value.replace(fold=1)
+    return value
 
 
 def _decode_float(_dec: _Decoder, node: dict[str, Any]) -> float:
@@ -278,15 +399,16 @@ def _decode_float(_dec: _Decoder, node: dict[str, Any]) -> float:
 
 _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
     "float": _decode_float,
+    "int": lambda _d, n: int(n["v"], 16),
     "dict": lambda d, n: {d.decode(k): d.decode(v) for k, v in n["v"]},
     "tuple": lambda d, n: tuple(d.decode(v) for v in n["v"]),
     "set": lambda d, n: {d.decode(v) for v in n["v"]},
     "frozenset": lambda d, n: frozenset(d.decode(v) for v in n["v"]),
     "bytes": lambda _d, n: base64.b64decode(n["v"], validate=True),
     "bytearray": lambda _d, n: bytearray(base64.b64decode(n["v"], validate=True)),
-    "datetime": lambda _d, n: dt.datetime.fromisoformat(n["v"]),
+    "datetime": lambda _d, n: _decode_clock(dt.datetime, n),
     "date": lambda _d, n: dt.date.fromisoformat(n["v"]),
-    "time": lambda _d, n: dt.time.fromisoformat(n["v"]),
+    "time": lambda _d, n: _decode_clock(dt.time, n),
     "timedelta": lambda _d, n: dt.timedelta(*n["v"]),
     "Decimal": lambda _d, n: decimal.Decimal(n["v"]),
     "UUID": lambda _d, n: uuid.UUID(n["v"]),
@@ -301,83 +423,8 @@ _DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
 }
 
 
-# -- exceptions -----------------------------------------------------------------------
-
-
-def dump_error(error: BaseException, *, allow_pickle: bool) -> bytes:
-    """Encode an exception so that `load_error` rebuilds one of the same type.
-
-    The class is stored by name with ``args`` and instance attributes; values that
-    cannot be stored are dropped rather than failing, because the error must be
-    recorded whatever it carries.
-    """
-    cls = type(error)
-    record: dict[str, Any] = {
-        "type": _class_ref(cls),
-        "message": _safe_str(error),
-        "traceback": "".join(traceback.format_exception(error)),
-    }
-    encoder = _Encoder(allow_pickle)
-    with contextlib.suppress(_Unencodable):  # load_error falls back to (message,)
-        record["args"] = encoder.encode(list(error.args))
-    state: dict[str, Any] = {}
-    for key, value in _error_state(error).items():
-        try:
-            state[key] = encoder.encode(value)
-        except _Unencodable:
-            continue  # one attribute that cannot be stored must not lose the error
-    if state:
-        record["state"] = state
-    return (PICKLED if encoder.pickled else JSON) + _dumps(record).encode("utf-8")
-
-
-def _error_state(error: BaseException) -> dict[str, Any]:
-    state = dict(getattr(error, "__dict__", {}))
-    state.pop("__notes__", None)
-    return {k: v for k, v in state.items() if type(k) is str}
-
-
 def _safe_str(error: BaseException) -> str:
     try:
         return str(error)
     except Exception:
         return f"<{type(error).__name__}: str() failed>"
-
-
-def load_error(
-    data: bytes, *, allow_pickle: bool, run_id: str | None = None, position: int | None = None
-) -> BaseException:
-    """Rebuild the exception recorded by `dump_error`, of the same type when it imports.
-
-    The instance is created without calling ``__init__`` (whose signature may not match
-    ``args``) and gets its ``args`` and attributes back. A class that no longer imports
-    becomes a `RecordedError` carrying the original type name and traceback.
-    """
-    record = loads(data, allow_pickle=allow_pickle, run_id=run_id, position=position)
-    if not isinstance(record, dict) or "type" not in record:
-        raise PayloadError(
-            f"{_where(run_id, position)} is not a recorded error.", run_id=run_id, position=position
-        )
-    message = str(record.get("message", ""))
-    recorded_tb = str(record.get("traceback", ""))
-    try:
-        cls = resolve_class(
-            record["type"], lambda c: issubclass(c, BaseException), "an exception class"
-        )
-    except Exception:
-        return RecordedError(
-            f"{record['type']}: {message}",
-            type_name=record["type"],
-            recorded_traceback=recorded_tb,
-        )
-    exc_type: type[BaseException] = cls
-    error = exc_type.__new__(exc_type)
-    error.args = tuple(record.get("args", [message]))
-    state = record.get("state")
-    if isinstance(state, dict):
-        for key, value in state.items():
-            try:
-                setattr(error, key, value)
-            except (AttributeError, TypeError):
-                continue
-    return error
