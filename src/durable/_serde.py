@@ -16,7 +16,6 @@ an Enum, a pydantic model, an exception) before anything is constructed.
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import datetime as dt
 import decimal
@@ -249,8 +248,10 @@ def dumps(value: Any, *, allow_pickle: bool, where: str | Callable[[], str]) -> 
     """
     scalar = _SCALAR_ENCODERS.get(type(value))
     if scalar is not None:
-        with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate: the slow path
+        try:
             return JSON + scalar(value).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: the general path escapes it
     encoder = _Encoder(allow_pickle)
     try:
         body = _json_bytes(encoder.encode(value))
