@@ -1,0 +1,319 @@
+"""What one durable step costs, per backend: ``python benchmarks/steps.py [--quick]``.
+
+One JSON line per backend on stdout, progress on stderr (``--help`` lists the options).
+Every measurement uses a fresh SQLite file (on a real disk) or PostgreSQL schema.
+
+1. us_per_step_200x10: after 50 warm-up workflows (so the SQLite WAL is at its steady
+   size), 200 workflows of 10 no-op task steps, one after another: wall time / 2000.
+   Then 200 workflows of 0 steps: us_fixed_per_workflow; us_per_step_marginal is
+   (10-step workflow - 0-step workflow) / 10. Three fresh databases: median, all values.
+2. us_per_step_by_length: one workflow of 100, 1,000, 10,000 steps: wall time / steps;
+   for the longest, the cost per step of its first and last 10% (task-body timestamps).
+   Three fresh databases per length: medians (and the median last/first ratio).
+3. ms_resume_1000_steps: long(1000) records 1,000 steps, then step 1000 crashes (a child
+   process calls os._exit(137); memory: KeyboardInterrupt in-process). Timed here,
+   execute(long, 1000, id=...) claims the run, loads its history in one query, replays
+   1,000 steps without running them (checked), runs step 1000 and finishes.
+   ms_load_history_1000: backend.load_history() alone, afterwards. Median of three.
+4. raw_floor_us: one autocommitted small-row INSERT per iteration, 2,000 times after
+   1,500 warm-up inserts: sqlite3 (WAL, synchronous=FULL) on the same disk, or
+   psycopg 3 over TCP to the same server. null for memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import durable
+from durable import execute, task, workflow
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
+TARGETS = {
+    "us_per_step_sqlite_full": 250,
+    "us_per_step_postgresql": 600,
+    "flat_to_steps": 10_000,
+    "flat_tolerance": 1.25,  # longest/shortest and last/first 10%: at most this ratio
+    "ms_replay_1000_steps": 20,
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    reps: int = 3
+    warmup: int = 50  # workflows; the raw floor warms up with 30 inserts per workflow
+    workflows: int = 200
+    lengths: tuple[int, ...] = (100, 1_000, 10_000)  # ascending
+    resume_steps: int = 1_000
+
+
+QUICK = Plan(warmup=5, workflows=20, lengths=(100, 1_000), resume_steps=200)
+CRASH_ENV, SRC = "DURABLE_BENCH_CRASH", Path(durable.__file__).parent  # the code measured
+_stamps: list[float] = []  # perf_counter() at every `step` body
+_crash_at = int(os.environ.get(CRASH_ENV, "-1"))  # set in the crashing child process
+
+
+@task(name="bench.step")
+def step(i: int) -> int:
+    _stamps.append(time.perf_counter())
+    if i == _crash_at:  # measurement 3: die in a child process, or interrupt this one
+        if CRASH_ENV in os.environ:
+            os._exit(137)
+        raise KeyboardInterrupt
+    return i
+
+
+@workflow(name="bench.steps")
+def steps(n: int) -> int:
+    for i in range(n):
+        step(i)
+    return n
+
+
+@workflow(name="bench.long")
+def long(n: int) -> int:
+    for i in range(n + 1):
+        step(i)  # step n crashes when measurement 3 asks it to
+    return n
+
+
+def log(message: str) -> None:
+    print(f"[steps.py] {message}", file=sys.stderr, flush=True)
+
+
+def git(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", *args], cwd=SRC, capture_output=True, check=False)
+
+
+def run_batch(count: int, length: int) -> float:
+    """Execute *count* `steps(length)` workflows one after another; return seconds."""
+    start = time.perf_counter()
+    for _ in range(count):
+        execute(steps, length)
+    return time.perf_counter() - start
+
+
+def summary(name: str, values: list[float]) -> dict[str, Any]:
+    """The median of *values* under *name*, and all of them under *name*_values."""
+    rounded = [round(v, 2) for v in values]
+    return {name: round(statistics.median(values), 2), f"{name}_values": rounded}
+
+
+class Bench:
+    """The measurements of one backend, each on a fresh database."""
+
+    def __init__(self, backend: str, plan: Plan, tmp: Path, pg_url: str) -> None:
+        self.backend, self.plan, self.tmp, self.pg_url = backend, plan, tmp, pg_url
+        self._count = itertools.count()
+
+    def admin(self, sql: str) -> Any:
+        """Run one statement on the PostgreSQL server; return its first row, if any."""
+        import psycopg
+
+        with psycopg.connect(self.pg_url, autocommit=True) as conn:
+            cursor = conn.execute(sql)
+            return cursor.fetchone() if cursor.description else None
+
+    @contextlib.contextmanager
+    def fresh(self) -> Iterator[str]:
+        """Yield the URL of an empty SQLite file, PostgreSQL schema or memory backend."""
+        name = f"bench_{os.getpid()}_{next(self._count)}"
+        if self.backend == "memory":
+            yield "memory://"
+        elif self.backend == "sqlite":
+            try:
+                yield f"sqlite:///{self.tmp / name}.db"
+            finally:
+                for suffix in (".db", ".db-wal", ".db-shm"):
+                    (self.tmp / f"{name}{suffix}").unlink(missing_ok=True)
+        else:
+            self.admin(f'CREATE SCHEMA "{name}"')
+            try:
+                separator = "&" if "?" in self.pg_url else "?"
+                yield f"{self.pg_url}{separator}options=-csearch_path%3D{name}"
+            finally:
+                self.admin(f'DROP SCHEMA "{name}" CASCADE')
+
+    def throughput(self) -> dict[str, Any]:
+        plan, per_step, marginal, fixed = self.plan, [], [], []
+        for rep in range(plan.reps):
+            with self.fresh() as url, contextlib.closing(durable.configure(url)):
+                run_batch(plan.warmup, 10)
+                ten = run_batch(plan.workflows, 10) / plan.workflows
+                zero = run_batch(plan.workflows, 0) / plan.workflows
+            per_step.append(ten / 10 * 1e6)
+            marginal.append((ten - zero) / 10 * 1e6)
+            fixed.append(zero * 1e6)
+            log(f"  rep {rep + 1}: {per_step[-1]:.1f} us/step, {fixed[-1]:.1f} us/workflow")
+        return (
+            summary("us_per_step_200x10", per_step)
+            | summary("us_per_step_marginal", marginal)
+            | summary("us_fixed_per_workflow", fixed)
+            | {"throughput_workflows": plan.workflows}
+        )
+
+    def lengths(self) -> dict[str, Any]:
+        runs: dict[int, list[float]] = {n: [] for n in self.plan.lengths}
+        first, last = [], []  # of the longest workflow
+        for n, _ in itertools.product(self.plan.lengths, range(self.plan.reps)):
+            with self.fresh() as url, contextlib.closing(durable.configure(url)):
+                run_batch(self.plan.warmup, 10)
+                _stamps.clear()
+                runs[n].append(run_batch(1, n) / n * 1e6)
+            k = n // 10
+            first.append((_stamps[k] - _stamps[0]) / k * 1e6)
+            last.append((_stamps[-1] - _stamps[-1 - k]) / k * 1e6)
+            log(f"  {n} steps: {runs[n][-1]:.1f} us/step")
+        by_length = {n: statistics.median(values) for n, values in runs.items()}
+        first, last = first[-self.plan.reps :], last[-self.plan.reps :]
+        ratio = statistics.median(b / a for a, b in zip(first, last, strict=True))
+        return {
+            "us_per_step_by_length": {n: round(v, 1) for n, v in by_length.items()},
+            "us_per_step_by_length_values": {n: [round(v, 1) for v in r] for n, r in runs.items()},
+            "ratio_longest_vs_shortest": round(by_length[n] / by_length[self.plan.lengths[0]], 3),
+            "longest_us_per_step_first_10pct": round(statistics.median(first), 1),
+            "longest_us_per_step_last_10pct": round(statistics.median(last), 1),
+            "longest_ratio_last_vs_first_10pct": round(ratio, 3),
+        }
+
+    def crash(self, url: str, run_id: str, n: int) -> str:
+        """Leave `long(n)` unfinished under *run_id*, n steps recorded; say how."""
+        global _crash_at
+        if self.backend == "memory":  # nothing outlives this process: crash in it
+            _crash_at = n
+            try:
+                execute(long, n, id=run_id)
+            except KeyboardInterrupt:
+                _crash_at = -1
+            return f"in-process: step {n} raised KeyboardInterrupt"
+        child = [sys.executable, __file__, url, run_id, str(n)]
+        done = subprocess.run(child, env={**os.environ, CRASH_ENV: str(n)}, check=False)
+        if done.returncode != 137:
+            raise RuntimeError(f"the crashing child exited {done.returncode}, not 137")
+        return f"child process: step {n} called os._exit(137)"
+
+    def resume(self) -> dict[str, Any]:
+        n, resumes, loads = self.plan.resume_steps, [], []
+        for rep in range(self.plan.reps):
+            with self.fresh() as url, contextlib.closing(durable.configure(url)) as engine:
+                method = self.crash(url, f"resume-{rep}", n)
+                _stamps.clear()
+                start = time.perf_counter()
+                result = execute(long, n, id=f"resume-{rep}")
+                resumes.append((time.perf_counter() - start) * 1e3)
+                if result != n or len(_stamps) != 1:
+                    raise RuntimeError(f"resume returned {result}, ran {len(_stamps)} steps")
+                start = time.perf_counter()
+                rows = len(engine.backend.load_history(f"resume-{rep}"))
+                loads.append((time.perf_counter() - start) * 1e3)
+            log(f"  resume after {n} steps: {resumes[-1]:.2f} ms")
+        return (
+            summary("ms_resume_1000_steps", resumes)
+            | summary("ms_load_history_1000", loads)
+            | {"load_history_rows": rows, "resume_steps": n, "resume_method": method}
+        )
+
+    def raw_floor(self) -> float | None:
+        """Microseconds per autocommitted small-row INSERT straight through the driver."""
+        if self.backend == "memory":
+            return None
+        with self.fresh() as url:
+            if self.backend == "sqlite":
+                conn: Any = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload BLOB)")
+                insert = "INSERT INTO t (payload) VALUES (?)"
+            else:
+                import psycopg
+
+                conn = psycopg.connect(url, autocommit=True)
+                conn.execute("CREATE TABLE t (id bigserial PRIMARY KEY, payload bytea)")
+                insert = "INSERT INTO t (payload) VALUES (%s)"
+            with contextlib.closing(conn):
+                for _ in range(self.plan.warmup * 30):
+                    conn.execute(insert, (b"x" * 64,))
+                iterations, start = self.plan.workflows * 10, time.perf_counter()
+                for _ in range(iterations):
+                    conn.execute(insert, (b"x" * 64,))  # no transaction is open: it commits
+                floor = (time.perf_counter() - start) / iterations * 1e6
+        log(f"  raw floor: {floor:.1f} us/commit")
+        return round(floor, 1)
+
+    def run(self, quick: bool) -> dict[str, Any]:
+        """Every measurement, with its context, the targets and the verdicts."""
+        log(f"{self.backend}:")
+        head, dirty = git("rev-parse", "HEAD"), git("diff", "--quiet", "HEAD", "--", ".")
+        postgres = self.backend == "postgresql"
+        sync = {"sqlite": "FULL", "memory": None}.get(self.backend)
+        if postgres:
+            sync = "synchronous_commit=" + self.admin("SHOW synchronous_commit")[0]
+        result = {
+            "backend": self.backend,
+            "python": sys.version.split()[0],
+            "sqlite_version": sqlite3.sqlite_version,
+            "postgres_server_version": self.admin("SHOW server_version")[0] if postgres else None,
+            "git_commit": head.stdout.decode().strip() if head.returncode == 0 else None,
+            "git_src_modified": {0: False, 1: True}.get(dirty.returncode),  # src/durable
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "synchronous": sync,
+            "repetitions": self.plan.reps,
+            "load_average_1min": round(os.getloadavg()[0], 2),  # other work on the machine
+            "quick": quick,
+            "raw_floor_us": self.raw_floor(),
+        }
+        result |= self.throughput() | self.lengths() | self.resume() | {"targets": TARGETS}
+        return result | {"meets_targets": verdicts(result)}
+
+
+def verdicts(r: dict[str, Any]) -> dict[str, bool | None]:
+    """Compare the measured medians with TARGETS; None where a target does not apply."""
+    key = {"sqlite": "us_per_step_sqlite_full", "postgresql": "us_per_step_postgresql"}
+    per_step = TARGETS.get(key.get(r["backend"], ""))
+    flat = max(r["ratio_longest_vs_shortest"], r["longest_ratio_last_vs_first_10pct"])
+    long_enough = max(r["us_per_step_by_length"]) >= TARGETS["flat_to_steps"]
+    replay = r["ms_resume_1000_steps"] < TARGETS["ms_replay_1000_steps"]
+    return {
+        "us_per_step": r["us_per_step_200x10"] <= per_step if per_step else None,
+        "flat_to_10000_steps": flat <= TARGETS["flat_tolerance"] if long_enough else None,
+        "replay_1000_steps": replay if r["resume_steps"] == 1_000 else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", default="memory,sqlite,postgres", help="%(default)s")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a CI smoke test")
+    default_pg = os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
+    parser.add_argument("--postgres-url", default=default_pg, help="%(default)s")
+    parser.add_argument("--tmpdir", help="where SQLite files go: a real disk, not tmpfs")
+    args = parser.parse_args()
+    backends = [{"postgres": "postgresql"}.get(b, b) for b in args.backends.split(",")]
+    if unknown := set(backends) - {"memory", "sqlite", "postgresql"}:
+        parser.error(f"unknown backends: {sorted(unknown)}")
+    with tempfile.TemporaryDirectory(prefix="durable-bench-", dir=args.tmpdir) as tmp:
+        plan = QUICK if args.quick else Plan()
+        for backend in backends:
+            result = Bench(backend, plan, Path(tmp), args.postgres_url).run(args.quick)
+            print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__" and CRASH_ENV in os.environ:  # measurement 3's crashing child
+    durable.configure(sys.argv[1])
+    execute(long, int(sys.argv[3]), id=sys.argv[2])
+    raise SystemExit("the crash did not happen")
+elif __name__ == "__main__":
+    main()
