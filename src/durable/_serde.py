@@ -293,35 +293,37 @@ def loads(
         PayloadError: the payload is corrupt, names a class that is not what it claims,
             or holds a pickle while pickling is disabled. Nothing is unpickled then.
     """
-    where = _where(run_id, position)
     header = bytes(data[:1])
     if header == PICKLED and not allow_pickle:
         raise PayloadError(
-            f"{where} holds a pickled value and pickling is disabled (allow_pickle=False); "
-            "it was not loaded.",
+            f"{_where(run_id, position)} holds a pickled value and pickling is disabled "
+            "(allow_pickle=False); it was not loaded.",
             run_id=run_id,
             position=position,
         )
     if header not in (JSON, PICKLED):
         raise PayloadError(
-            f"{where} is not a durable payload (unknown header {header!r}); the row is "
-            "corrupt or was written by something else.",
+            f"{_where(run_id, position)} is not a durable payload (unknown header {header!r}); "
+            "the row is corrupt or was written by something else.",
             run_id=run_id,
             position=position,
         )
     try:
         tree = _loads(bytes(data[1:]).decode("utf-8"))
+        if type(tree) is not dict and type(tree) is not list:
+            return tree  # a scalar: nothing to decode
         return _Decoder(header == PICKLED).decode(tree)
     except _RefusedPickle:
         raise PayloadError(
-            f"{where} claims to be plain JSON but contains a pickle; it was not loaded.",
+            f"{_where(run_id, position)} claims to be plain JSON but contains a pickle; it was "
+            "not loaded.",
             run_id=run_id,
             position=position,
         ) from None
     except Exception as error:
         raise PayloadError(
-            f"{where} cannot be decoded ({type(error).__name__}: {error}); the row is corrupt "
-            "or names a type this code no longer has.",
+            f"{_where(run_id, position)} cannot be decoded ({type(error).__name__}: {error}); "
+            "the row is corrupt or names a type this code no longer has.",
             run_id=run_id,
             position=position,
         ) from error
