@@ -72,20 +72,30 @@ def _qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _encode(value: Any, out: list[str], depth: int, open_: _Open) -> None:
-    # Exact type checks first: they are the common case and the cheapest.
+def _scalar(value: Any) -> str | None:
+    """The canonical text of an exact str, int, None, bool or float; None otherwise."""
     t = type(value)
+    if t is str:
+        return f"s{len(value)}:{value}"
+    if t is int:
+        return f"i{_decimal(value)};"
     if value is None:
-        out.append("N")
-    elif t is bool:
-        out.append("T" if value else "F")
-    elif t is int:
-        out.append(f"i{_decimal(value)};")
-    elif t is str:
-        out.append(f"s{len(value)}:{value}")
-    elif t is float:
-        out.append(f"f{value!r};")
-    elif depth > _MAX_DEPTH:
+        return "N"
+    if t is bool:
+        return "T" if value else "F"
+    if t is float:
+        return f"f{value!r};"
+    return None
+
+
+def _encode(value: Any, out: list[str], depth: int, open_: _Open) -> None:
+    # Scalars first: they are the common case and the cheapest.
+    text = _scalar(value)
+    if text is not None:
+        out.append(text)
+        return
+    t = type(value)
+    if depth > _MAX_DEPTH:
         out.append(f"w{_qualname(t)};")
     elif id(value) in open_:
         # A cycle. Walking it again until _MAX_DEPTH would cost 2**64 steps on a
@@ -116,6 +126,9 @@ def _encode_container(value: Any, t: type, out: list[str], depth: int, open_: _O
 
 
 def _canonical_at(value: Any, depth: int, open_: _Open) -> str:
+    text = _scalar(value)
+    if text is not None:
+        return text
     out: list[str] = []
     _encode(value, out, depth, open_)
     return "".join(out)

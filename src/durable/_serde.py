@@ -21,6 +21,7 @@ import datetime as dt
 import decimal
 import enum
 import json
+import json.scanner
 import math
 import uuid
 import zoneinfo
@@ -39,7 +40,20 @@ TAG = "$durable"
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 # For text UTF-8 cannot hold (lone surrogates, e.g. from os.fsdecode): \u escapes can.
 _dumps_ascii = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-_loads = json.JSONDecoder().decode
+# The C scanner itself: JSONDecoder.decode adds two regex matches per call, and durable
+# never writes whitespace around a payload.
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def _loads(text: str) -> Any:
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration as stop:  # how the scanner says "no JSON value here"
+        raise ValueError(f"no JSON value at character {stop.value}") from None
+    if end != len(text):
+        raise ValueError(f"extra data after the JSON value, at character {end}")
+    return value
+
 
 #: Ints up to this width have at most 617 decimal digits, below the 640 that no
 #: ``sys.set_int_max_str_digits`` setting can go under. Wider ones are stored as hex,

@@ -494,3 +494,40 @@ def test_property_hash_ignores_dict_and_set_construction_order(
     shuffled = reordered(arguments, rng)
     assert shuffled == arguments
     assert call_hash("task", "f", shuffled) == call_hash("task", "f", arguments)
+
+
+GOLDEN = [
+    (("task", "app.fetch", {"n": 3}), "v1:ae786eaa96288c6a38f32e9830d6f6fb"),
+    (
+        ("task", "app.fetch", {"n": 3, "scale": 1.5, "label": "x", "flag": True, "none": None}),
+        "v1:f3ad8177d0f143efbed8170ccedfd9a5",
+    ),
+    (
+        (
+            "workflow",
+            "app.pipeline",
+            {"items": [1, "a", (2, 3)], "tags": {"b", "a"}, "meta": {"k": {"z": 1, "y": [None]}}},
+        ),
+        "v1:ac22246a2ac326cfcb368fea4d113e6d",
+    ),
+    (
+        (
+            "task",
+            "app.when",
+            {
+                "at": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+                "amount": decimal.Decimal("1.10"),
+                "id": uuid.UUID(int=7),
+                "raw": b"\x00\xff",
+            },
+        ),
+        "v1:5f18b7b1e54d2abfdfa5e107a0e2627c",
+    ),
+    (("now", "durable.now", {}), "v1:fde22e9bf4da3fb21baa92becda826fa"),
+]
+
+
+@pytest.mark.parametrize(("call", "expected"), GOLDEN)
+def test_v1_hashes_never_change(call: tuple[str, str, dict[str, Any]], expected: str) -> None:
+    """Stored histories hold v1 hashes: the same call must hash to the same value forever."""
+    assert call_hash(*call) == expected
