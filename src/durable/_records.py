@@ -23,6 +23,10 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     #: finished with an error.
     FAILED = "failed"
+    #: stopped by `cancel()`: never started, or ended by `Cancelled`.
+    CANCELLED = "cancelled"
+    #: given up: its owner died `max_recoveries` times while running it.
+    DEAD = "dead"
 
     @property
     def finished(self) -> bool:
@@ -30,7 +34,7 @@ class RunStatus(StrEnum):
         return self in _FINISHED
 
 
-_FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED})
+_FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.DEAD})
 
 
 class StepStatus(StrEnum):
@@ -57,6 +61,12 @@ class StepKind(StrEnum):
     NOW = "now"
     UUID = "uuid4"
     RANDOM = "random"
+    #: a child run started in the background; the output is its id.
+    DISPATCH = "dispatch"
+    #: waiting for a child run; the outcome is the child's.
+    JOIN = "join"
+    #: the point where a cancellation request was delivered as `Cancelled`.
+    CANCEL = "cancel"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +80,8 @@ class NewRun:
     owner: str | None
     lease: float
     parent_id: str | None = None
+    queue: str = "default"
+    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +103,10 @@ class Run:
     created_at: float
     updated_at: float
     finished_at: float | None
+    queue: str = "default"
+    priority: int = 0
+    started_at: float | None = None
+    cancel_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,6 +14,19 @@ from typing import Protocol
 from durable._records import NewRun, Run, RunStatus, Step
 
 
+class Watch(Protocol):
+    """A wait for changes on some topics (see `Backend.watch`)."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a watched topic may have changed, or *timeout* seconds pass.
+
+        Returns:
+            True if a change was signalled since the previous wait (or the watch began).
+            False only means "nothing signalled": callers re-read the database anyway.
+        """
+        ...
+
+
 class Backend(Protocol):
     """Where runs and their histories live."""
 
@@ -25,7 +38,8 @@ class Backend(Protocol):
         """Insert a run unless one with its id exists.
 
         A created run with an owner is RUNNING at epoch 1 and leased to the owner for
-        ``new.lease`` seconds; without an owner it is QUEUED at epoch 0.
+        ``new.lease`` seconds; without an owner it is QUEUED at epoch 0, claimable by
+        `claim_next` in ``new.queue``, and ``queue:<name>`` is notified.
 
         Returns:
             The stored run and whether this call created it. When two callers race,
@@ -41,14 +55,15 @@ class Backend(Protocol):
         """Return every recorded step of the run, ordered by position, in one read."""
         ...
 
-    def record(self, step: Step, epoch: int) -> Step:
+    def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
         """Store *step* at its position, fenced by the run's epoch.
 
         A position holding a finished step is never changed: the stored step is
         returned instead (first writer wins). A RETRYING step may be replaced.
 
         Returns:
-            The step now stored at the position: *step*, or the finished one found there.
+            The step now stored at the position (*step*, or the finished one found
+            there), and whether cancellation of the run has been requested.
 
         Raises:
             LeaseLost: the run's epoch is no longer *epoch*; nothing was written.
@@ -66,8 +81,9 @@ class Backend(Protocol):
     ) -> bool:
         """Set the run's outcome and drop its lease, fenced by *epoch*.
 
-        *status* is COMPLETED or FAILED (terminal, never changed again) or BLOCKED
-        (resumable once the code matches the history again).
+        *status* is COMPLETED, FAILED, CANCELLED or DEAD (terminal, never changed again)
+        or BLOCKED (resumable once the code matches the history again). ``run:<id>``
+        is notified.
 
         Returns:
             False if the run's epoch moved on, or it already finished; nothing changed then.
@@ -83,18 +99,39 @@ class Backend(Protocol):
         RUNNING with an expired lease or with ``lease_owner == dead_owner`` (a caller
         that has verified that owner is dead). The claim bumps the epoch, so every write
         of the previous owner is fenced off from then on. Taking over a RUNNING run
-        counts one more recovery.
+        counts one more recovery; a run first started gets ``started_at``.
 
         Returns:
             The run as now stored, or None if someone else changed it first.
         """
         ...
 
+    def claim_next(
+        self,
+        *,
+        owner: str,
+        queues: Sequence[str],
+        workflows: Sequence[str],
+        limit: int,
+        lease: float,
+    ) -> Sequence[Run]:
+        """Claim up to *limit* QUEUED runs of *queues* whose workflow is in *workflows*.
+
+        Highest priority first, then oldest. Each becomes RUNNING at the next epoch,
+        leased to *owner*. Concurrent callers never claim the same run.
+        """
+        ...
+
+    def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
+        """The distinct workflow names of QUEUED runs in *queues*."""
+        ...
+
     def recoverable(self, *, host: str) -> Sequence[Run]:
         """Return runs that may need a new owner.
 
-        That is BLOCKED runs, and RUNNING runs whose lease expired or whose owner names
-        *host* (the caller checks whether that process still lives).
+        That is BLOCKED runs, QUEUED runs that were started before (released), and
+        RUNNING runs whose lease expired or whose owner names *host* (the caller
+        checks whether that process still lives).
         """
         ...
 
@@ -103,7 +140,28 @@ class Backend(Protocol):
         ...
 
     def release_run(self, run_id: str, epoch: int) -> bool:
-        """Give a run up without finishing it, so another owner may claim it at once."""
+        """Give a RUNNING run up without finishing it: it is QUEUED again, claimable at
+        once (without counting a recovery), and ``queue:<name>`` is notified."""
+        ...
+
+    def cancel_run(self, run_id: str) -> Run | None:
+        """Cancel a run and every unfinished run below it (children, grandchildren...).
+
+        QUEUED and BLOCKED runs become CANCELLED at once; RUNNING ones get
+        ``cancel_requested`` (their owner delivers it at the next durable call).
+        Finished runs are not touched. ``run:<id>`` is notified for each changed run.
+
+        Returns:
+            The run as now stored, or None if no run has this id.
+        """
+        ...
+
+    def watch(self, topics: Sequence[str]) -> Watch:
+        """Start watching *topics* (``run:<id>``, ``queue:<name>``) for changes.
+
+        Notifications only shorten waits; backends that cannot hear other processes
+        bound each wait by a short poll interval.
+        """
         ...
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from durable._records import RunStatus, StepStatus
 from ._schema import history, runs
 
 #: The record statement's parameters, in the order `sql._step_params` builds them.
-RECORD_ORDER = (*(c.name for c in history.c), "fence_id", "fence_epoch")
+RECORD_ORDER = (*(c.name for c in history.c), "fence_id", "fence_epoch", "cancel_id")
 
 
 def _constant(value: str) -> sa.ColumnClause[str]:
@@ -33,11 +33,15 @@ def _constant(value: str) -> sa.ColumnClause[str]:
     return sa.literal_column(f"'{value}'", sa.Text)
 
 
-_FINISHED = _constant(RunStatus.COMPLETED), _constant(RunStatus.FAILED)
+_FINISHED = tuple(_constant(status) for status in RunStatus if status.finished)
 _RUNNING = _constant(RunStatus.RUNNING)
-_CLAIMABLE = _constant(RunStatus.QUEUED), _constant(RunStatus.BLOCKED)
+_QUEUED = _constant(RunStatus.QUEUED)
 _BLOCKED = _constant(RunStatus.BLOCKED)
+_CANCELLED = _constant(RunStatus.CANCELLED)
 _RETRYING = _constant(StepStatus.RETRYING)
+
+#: The one PostgreSQL notification channel; payloads are topics (see _hub.py).
+CHANNEL = "durable"
 
 
 def _bind(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:
@@ -61,28 +65,67 @@ class Statement:
 
 
 class Queries:
-    """Every statement the backend runs, compiled for one dialect."""
+    """Every statement the backend runs, compiled for one dialect.
+
+    Statements that change what others wait for return the topics they changed, as
+    their first column; on PostgreSQL they also ``pg_notify`` them in the same
+    statement (a data-modifying CTE), so a notification costs no extra round trip.
+    """
 
     def __init__(self, dialect: sa.Dialect) -> None:
-        postgres = dialect.name == "postgresql"
-        now: sa.ColumnElement[float] = (
+        self._dialect = dialect
+        self.postgres = dialect.name == "postgresql"
+        self._now: sa.ColumnElement[float] = (
             sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), sa.Double)
-            if postgres
+            if self.postgres
             else (sa.func.julianday(sa.literal_column("'now'")) - 2440587.5) * 86400.0
         )
-        insert = pg_dialect.insert if postgres else sqlite_dialect.insert
-        r, h = runs.c, history.c
+        self._insert = pg_dialect.insert if self.postgres else sqlite_dialect.insert
+        self.now = self._compile(sa.select(self._now))
+        self._define_runs()
+        self._define_history()
+        self._define_claims()
+        self._define_cancellation()
+        if self.record.order != RECORD_ORDER:  # _step_params builds that tuple by hand
+            raise AssertionError(f"record parameters changed order: {self.record.order}")
 
-        def compile_(statement: sa.Executable) -> Statement:
-            return Statement(statement, dialect)
+    # -- helpers --------------------------------------------------------------------
 
-        self.now = compile_(sa.select(now))
-        self.get_run = compile_(sa.select(*runs.c).where(r.id == _bind("id", r.id)))
-        self.load_history = compile_(
-            sa.select(*history.c).where(h.run_id == _bind("run_id", h.run_id)).order_by(h.position)
-        )
-        self.create_run = compile_(
-            insert(runs)
+    def _compile(self, statement: sa.Executable) -> Statement:
+        return Statement(statement, self._dialect)
+
+    def _notifying(self, dml: Any, topic: sa.ColumnElement[str], *more: Any) -> Any:
+        """*dml* returning (topic, *more); on PostgreSQL also notifying the topic."""
+        returning = dml.returning(topic.label("topic"), *more)
+        if not self.postgres:
+            return returning
+        changed = returning.cte("changed")
+        notify = sa.func.pg_notify(sa.literal_column(f"'{CHANNEL}'"), changed.c.topic)
+        return sa.select(*changed.c, notify)
+
+    def _in_names(self, column: sa.Column[str], param: str) -> sa.ColumnElement[bool]:
+        """*column* is one of a list parameter: an array (PostgreSQL) or JSON (SQLite)."""
+        if self.postgres:
+            return column == sa.any_(sa.bindparam(param, type_=pg_dialect.ARRAY(sa.Text)))
+        each = sa.func.json_each(sa.bindparam(param, type_=sa.Text)).table_valued("value")
+        return column.in_(sa.select(each.c.value).scalar_subquery())
+
+    @staticmethod
+    def _run_topic() -> sa.ColumnElement[str]:
+        return sa.literal_column("'run:'", sa.Text) + runs.c.id
+
+    @staticmethod
+    def _queue_topic() -> sa.ColumnElement[str]:
+        return sa.literal_column("'queue:'", sa.Text) + runs.c.queue
+
+    # -- runs -----------------------------------------------------------------------
+
+    def _define_runs(self) -> None:
+        r, now = runs.c, self._now
+        self.get_run = self._compile(sa.select(*runs.c).where(r.id == _bind("id", r.id)))
+        owned = sa.bindparam("owned", type_=sa.Integer)
+        new_run = (
+            self._insert(runs)
             .values(
                 id=_bind("id", r.id),
                 workflow=_bind("workflow", r.workflow),
@@ -99,10 +142,70 @@ class Queries:
                 created_at=now,
                 updated_at=now,
                 finished_at=sa.null(),
+                queue=_bind("queue", r.queue),
+                priority=_bind("priority", r.priority),
+                started_at=sa.case((owned == 1, now), else_=sa.null()),
+                cancel_requested=sa.literal_column("0"),
             )
             .on_conflict_do_nothing(index_elements=[r.id])
-            # Only what the database decided: the rest is what we sent.
-            .returning(r.created_at, r.lease_until)
+        )
+        # Only what the database decided comes back: the rest is what we sent.
+        self.create_owned_run = self._compile(new_run.returning(r.created_at, r.lease_until))
+        self.create_queued_run = self._compile(
+            self._notifying(new_run, self._queue_topic(), r.created_at)
+        )
+        fenced_unfinished = (
+            r.id == _bind("id", r.id),
+            r.epoch == _bind("epoch", r.epoch),
+            r.status.notin_(_FINISHED),
+        )
+        ended = {"lease_owner": sa.null(), "lease_until": sa.null(), "updated_at": now}
+        self.finish_run = self._compile(
+            self._notifying(
+                sa.update(runs)
+                .where(*fenced_unfinished)
+                .values(
+                    status=_bind("status", r.status),
+                    output=_bind("output", r.output),
+                    error=_bind("error", r.error),
+                    finished_at=now,
+                    **ended,
+                ),
+                self._run_topic(),
+            )
+        )
+        self.block_run = self._compile(
+            self._notifying(
+                sa.update(runs)
+                .where(*fenced_unfinished)
+                .values(status=_BLOCKED, error=_bind("error", r.error), **ended),
+                self._run_topic(),
+            )
+        )
+        self.renew_leases = self._compile(
+            sa.update(runs)
+            .where(r.lease_owner == _bind("owner", r.lease_owner), r.status == _RUNNING)
+            .values(lease_until=now + _bind("lease", r.lease_until))
+        )
+        self.release_run = self._compile(
+            self._notifying(
+                sa.update(runs)
+                .where(
+                    r.id == _bind("id", r.id),
+                    r.epoch == _bind("epoch", r.epoch),
+                    r.status == _RUNNING,
+                )
+                .values(status=_QUEUED, lease_owner=sa.null(), lease_until=sa.null()),
+                self._queue_topic(),
+            )
+        )
+
+    # -- history --------------------------------------------------------------------
+
+    def _define_history(self) -> None:
+        r, h = runs.c, history.c
+        self.load_history = self._compile(
+            sa.select(*history.c).where(h.run_id == _bind("run_id", h.run_id)).order_by(h.position)
         )
         fence = sa.exists().where(
             r.id == _bind("fence_id", r.id), r.epoch == _bind("fence_epoch", r.epoch)
@@ -112,21 +215,26 @@ class Queries:
         # columns refuse; SQLite needs no casts.
         def value(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
             bound = _bind(column.name, column)
-            return sa.cast(bound, column.type) if postgres else bound
+            return sa.cast(bound, column.type) if self.postgres else bound
 
-        record = insert(history).from_select(
+        record = self._insert(history).from_select(
             [c.name for c in history.c], sa.select(*(value(c) for c in history.c)).where(fence)
         )
         updated = ("status", "input", "output", "error", "attempts", "finished_at", "epoch")
-        self.record = compile_(
+        # The row comes back only if written, carrying the run's cancellation flag, so
+        # the owner learns of a cancel request without an extra query.
+        cancel_flag = (
+            sa.select(r.cancel_requested).where(r.id == _bind("cancel_id", r.id)).scalar_subquery()
+        )
+        self.record = self._compile(
             record.on_conflict_do_update(
                 index_elements=[h.run_id, h.position],
                 set_={name: record.excluded[name] for name in updated},
                 where=h.status == _RETRYING,
-            )
+            ).returning(cancel_flag)
         )
-        self.record_conflict = compile_(
-            sa.select(r.epoch, *history.c)
+        self.record_conflict = self._compile(
+            sa.select(r.epoch, r.cancel_requested, *history.c)
             .select_from(
                 runs.outerjoin(
                     history,
@@ -135,42 +243,29 @@ class Queries:
             )
             .where(r.id == _bind("run_id", r.id))
         )
-        fenced_unfinished = (
-            r.id == _bind("id", r.id),
-            r.epoch == _bind("epoch", r.epoch),
-            r.status.notin_(_FINISHED),
+
+    # -- claims ---------------------------------------------------------------------
+
+    def _define_claims(self) -> None:
+        r, now = runs.c, self._now
+        claimed = {
+            "status": _RUNNING,
+            "epoch": r.epoch + sa.literal_column("1"),
+            "lease_owner": _bind("owner", r.lease_owner),
+            "lease_until": now + _bind("lease", r.lease_until),
+            "updated_at": now,
+            "started_at": sa.func.coalesce(r.started_at, now),
+        }
+        takeover = sa.case(
+            (r.status == _RUNNING, sa.literal_column("1")), else_=sa.literal_column("0")
         )
-        self.finish_run = compile_(
-            sa.update(runs)
-            .where(*fenced_unfinished)
-            .values(
-                status=_bind("status", r.status),
-                output=_bind("output", r.output),
-                error=_bind("error", r.error),
-                lease_owner=sa.null(),
-                lease_until=sa.null(),
-                updated_at=now,
-                finished_at=now,
-            )
-        )
-        self.block_run = compile_(
-            sa.update(runs)
-            .where(*fenced_unfinished)
-            .values(
-                status=_BLOCKED,
-                error=_bind("error", r.error),
-                lease_owner=sa.null(),
-                lease_until=sa.null(),
-                updated_at=now,
-            )
-        )
-        self.claim_run = compile_(
+        self.claim_run = self._compile(
             sa.update(runs)
             .where(
                 r.id == _bind("id", r.id),
                 r.epoch == _bind("epoch", r.epoch),
                 sa.or_(
-                    r.status.in_(_CLAIMABLE),
+                    r.status.in_((_QUEUED, _BLOCKED)),
                     sa.and_(
                         r.status == _RUNNING,
                         sa.or_(
@@ -180,47 +275,77 @@ class Queries:
                     ),
                 ),
             )
-            .values(
-                status=_RUNNING,
-                epoch=r.epoch + sa.literal_column("1"),
-                lease_owner=_bind("owner", r.lease_owner),
-                lease_until=now + _bind("lease", r.lease_until),
-                recoveries=r.recoveries
-                + sa.case(
-                    (r.status == _RUNNING, sa.literal_column("1")), else_=sa.literal_column("0")
-                ),
-                updated_at=now,
-            )
+            .values(recoveries=r.recoveries + takeover, **claimed)
             .returning(*runs.c)
         )
-        self.recoverable = compile_(
+        ready = (
+            sa.select(r.id)
+            .where(
+                r.status == _QUEUED,
+                self._in_names(r.queue, "queues"),
+                self._in_names(r.workflow, "workflows"),
+            )
+            .order_by(r.priority.desc(), r.created_at)
+            .limit(sa.bindparam("limit", type_=sa.Integer))
+        )
+        if self.postgres:
+            # Lock and claim in one statement; a locked row is someone else's, skip it.
+            ready = ready.with_for_update(skip_locked=True)
+        self.claim_next = self._compile(
+            sa.update(runs)
+            .where(r.id.in_(ready.scalar_subquery()))
+            .values(**claimed)
+            .returning(*runs.c)
+        )
+        self.queued_workflows = self._compile(
+            sa.select(r.workflow)
+            .where(r.status == _QUEUED, self._in_names(r.queue, "queues"))
+            .distinct()
+            .order_by(r.workflow)
+        )
+        on_this_host = sa.func.substr(
+            r.lease_owner, 1, sa.bindparam("prefix_len", type_=sa.Integer)
+        ) == sa.bindparam("prefix", type_=sa.Text)
+        self.recoverable = self._compile(
             sa.select(*runs.c).where(
                 sa.or_(
                     r.status == _BLOCKED,
-                    sa.and_(
-                        r.status == _RUNNING,
-                        sa.or_(
-                            r.lease_until < now,
-                            sa.func.substr(
-                                r.lease_owner, 1, sa.bindparam("prefix_len", type_=sa.Integer)
-                            )
-                            == sa.bindparam("prefix", type_=sa.Text),
-                        ),
-                    ),
+                    sa.and_(r.status == _QUEUED, r.started_at.is_not(None)),
+                    sa.and_(r.status == _RUNNING, sa.or_(r.lease_until < now, on_this_host)),
                 )
             )
         )
-        self.renew_leases = compile_(
-            sa.update(runs)
-            .where(r.lease_owner == _bind("owner", r.lease_owner), r.status == _RUNNING)
-            .values(lease_until=now + _bind("lease", r.lease_until))
+
+    # -- cancellation ---------------------------------------------------------------
+
+    def _define_cancellation(self) -> None:
+        r = runs.c
+        # A run and everything below it: children, grandchildren...
+        tree = (
+            sa.select(r.id.label("id")).where(r.id == _bind("id", r.id)).cte("tree", recursive=True)
         )
-        if self.record.order != RECORD_ORDER:  # _step_params builds that tuple by hand
-            raise AssertionError(f"record parameters changed order: {self.record.order}")
-        self.release_run = compile_(
-            sa.update(runs)
-            .where(
-                r.id == _bind("id", r.id), r.epoch == _bind("epoch", r.epoch), r.status == _RUNNING
+        below = runs.alias("below")
+        tree = tree.union(sa.select(below.c.id).where(below.c.parent_id == tree.c.id))
+        in_tree = r.id.in_(sa.select(tree.c.id).scalar_subquery())
+        self.cancel_now = self._compile(
+            self._notifying(
+                sa.update(runs)
+                .where(in_tree, r.status.in_((_QUEUED, _BLOCKED)))
+                .values(
+                    status=_CANCELLED,
+                    lease_owner=sa.null(),
+                    lease_until=sa.null(),
+                    updated_at=self._now,
+                    finished_at=self._now,
+                ),
+                self._run_topic(),
             )
-            .values(lease_owner=sa.null(), lease_until=now - 1.0)
+        )
+        self.cancel_request = self._compile(
+            self._notifying(
+                sa.update(runs)
+                .where(in_tree, r.status == _RUNNING, r.cancel_requested == sa.literal_column("0"))
+                .values(cancel_requested=sa.literal_column("1")),
+                self._run_topic(),
+            )
         )

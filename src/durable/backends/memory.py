@@ -15,6 +15,8 @@ from durable._clock import SYSTEM_CLOCK, Clock
 from durable._records import NewRun, Run, RunStatus, Step
 from durable.errors import LeaseLost, StorageError
 
+from ._hub import Hub, Watch
+
 
 class MemoryBackend:
     """An in-process backend for tests and demos. Nothing survives the process."""
@@ -25,6 +27,7 @@ class MemoryBackend:
         self._runs: dict[str, Run] = {}
         self._history: dict[str, dict[int, Step]] = {}
         self._closed = False
+        self._hub = Hub()
 
     def now(self) -> float:
         """Return the injected clock's time."""
@@ -42,26 +45,32 @@ class MemoryBackend:
             if existing is not None:
                 return existing, False
             now = self.now()
+            owned = new.owner is not None
             run = Run(
                 id=new.id,
                 workflow=new.workflow,
-                status=RunStatus.RUNNING if new.owner else RunStatus.QUEUED,
+                status=RunStatus.RUNNING if owned else RunStatus.QUEUED,
                 input=new.input,
                 call_hash=new.call_hash,
                 output=None,
                 error=None,
-                epoch=1 if new.owner else 0,
+                epoch=1 if owned else 0,
                 lease_owner=new.owner,
-                lease_until=now + new.lease if new.owner else None,
+                lease_until=now + new.lease if owned else None,
                 recoveries=0,
                 parent_id=new.parent_id,
                 created_at=now,
                 updated_at=now,
                 finished_at=None,
+                queue=new.queue,
+                priority=new.priority,
+                started_at=now if owned else None,
             )
             self._runs[new.id] = run
             self._history[new.id] = {}
-            return run, True
+        if not owned:
+            self._hub.notify(f"queue:{new.queue}")
+        return run, True
 
     def get_run(self, run_id: str) -> Run | None:
         """See `Backend.get_run`."""
@@ -76,7 +85,7 @@ class MemoryBackend:
             steps = self._history.get(run_id, {})
             return [steps[p] for p in sorted(steps)]
 
-    def record(self, step: Step, epoch: int) -> Step:
+    def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
         """See `Backend.record`."""
         with self._lock:
             self._check_open()
@@ -90,10 +99,10 @@ class MemoryBackend:
             steps = self._history[step.run_id]
             existing = steps.get(step.position)
             if existing is not None and existing.status.finished:
-                return existing
+                return existing, run.cancel_requested
             stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
             steps[step.position] = stored
-            return stored
+            return stored, run.cancel_requested
 
     def finish_run(
         self,
@@ -121,7 +130,8 @@ class MemoryBackend:
                 updated_at=now,
                 finished_at=now if status.finished else None,
             )
-            return True
+        self._hub.notify(f"run:{run_id}")
+        return True
 
     def claim_run(
         self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
@@ -137,22 +147,59 @@ class MemoryBackend:
                 expired = run.lease_until is not None and run.lease_until < now
                 if not (expired or (dead_owner is not None and run.lease_owner == dead_owner)):
                     return None
-                recoveries = run.recoveries + 1
-            elif run.status in (RunStatus.QUEUED, RunStatus.BLOCKED):
-                recoveries = run.recoveries
-            else:
-                return None
-            claimed = dataclasses.replace(
-                run,
-                status=RunStatus.RUNNING,
-                epoch=run.epoch + 1,
-                lease_owner=owner,
-                lease_until=now + lease,
-                recoveries=recoveries,
-                updated_at=now,
+                return self._claim(run, owner, lease, now, run.recoveries + 1)
+            if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED):
+                return self._claim(run, owner, lease, now, run.recoveries)
+            return None
+
+    def _claim(self, run: Run, owner: str, lease: float, now: float, recoveries: int) -> Run:
+        claimed = dataclasses.replace(
+            run,
+            status=RunStatus.RUNNING,
+            epoch=run.epoch + 1,
+            lease_owner=owner,
+            lease_until=now + lease,
+            recoveries=recoveries,
+            updated_at=now,
+            started_at=run.started_at if run.started_at is not None else now,
+        )
+        self._runs[run.id] = claimed
+        return claimed
+
+    def claim_next(
+        self,
+        *,
+        owner: str,
+        queues: Sequence[str],
+        workflows: Sequence[str],
+        limit: int,
+        lease: float,
+    ) -> Sequence[Run]:
+        """See `Backend.claim_next`."""
+        with self._lock:
+            self._check_open()
+            wanted, names = set(queues), set(workflows)
+            ready = [
+                run
+                for run in self._runs.values()
+                if run.status is RunStatus.QUEUED and run.queue in wanted and run.workflow in names
+            ]
+            ready.sort(key=lambda run: (-run.priority, run.created_at))
+            now = self.now()
+            return [self._claim(run, owner, lease, now, run.recoveries) for run in ready[:limit]]
+
+    def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
+        """See `Backend.queued_workflows`."""
+        with self._lock:
+            self._check_open()
+            wanted = set(queues)
+            return sorted(
+                {
+                    r.workflow
+                    for r in self._runs.values()
+                    if r.status is RunStatus.QUEUED and r.queue in wanted
+                }
             )
-            self._runs[run_id] = claimed
-            return claimed
 
     def recoverable(self, *, host: str) -> Sequence[Run]:
         """See `Backend.recoverable`."""
@@ -160,18 +207,18 @@ class MemoryBackend:
             self._check_open()
             now = self.now()
             prefix = f"{host}:"
-            return [
-                run
-                for run in self._runs.values()
-                if run.status is RunStatus.BLOCKED
-                or (
-                    run.status is RunStatus.RUNNING
-                    and (
-                        (run.lease_until is not None and run.lease_until < now)
-                        or (run.lease_owner or "").startswith(prefix)
-                    )
-                )
-            ]
+
+            def needs_owner(run: Run) -> bool:
+                if run.status is RunStatus.BLOCKED:
+                    return True
+                if run.status is RunStatus.QUEUED:
+                    return run.started_at is not None
+                if run.status is not RunStatus.RUNNING:
+                    return False
+                expired = run.lease_until is not None and run.lease_until < now
+                return expired or (run.lease_owner or "").startswith(prefix)
+
+            return [run for run in self._runs.values() if needs_owner(run)]
 
     def renew_leases(self, owner: str, lease: float) -> int:
         """See `Backend.renew_leases`."""
@@ -193,9 +240,47 @@ class MemoryBackend:
             if run is None or run.epoch != epoch or run.status is not RunStatus.RUNNING:
                 return False
             self._runs[run_id] = dataclasses.replace(
-                run, lease_owner=None, lease_until=self.now() - 1.0
+                run, status=RunStatus.QUEUED, lease_owner=None, lease_until=None
             )
-            return True
+        self._hub.notify(f"queue:{run.queue}")
+        return True
+
+    def cancel_run(self, run_id: str) -> Run | None:
+        """See `Backend.cancel_run`."""
+        changed: list[str] = []
+        with self._lock:
+            self._check_open()
+            if run_id not in self._runs:
+                return None
+            now = self.now()
+            tree, frontier = {run_id}, {run_id}
+            while frontier:
+                frontier = {r.id for r in self._runs.values() if r.parent_id in frontier} - tree
+                tree |= frontier
+            for member in tree:
+                run = self._runs[member]
+                if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED):
+                    self._runs[member] = dataclasses.replace(
+                        run,
+                        status=RunStatus.CANCELLED,
+                        lease_owner=None,
+                        lease_until=None,
+                        updated_at=now,
+                        finished_at=now,
+                    )
+                elif run.status is RunStatus.RUNNING and not run.cancel_requested:
+                    self._runs[member] = dataclasses.replace(run, cancel_requested=True)
+                else:
+                    continue
+                changed.append(member)
+            result = self._runs[run_id]
+        for member in changed:
+            self._hub.notify(f"run:{member}")
+        return result
+
+    def watch(self, topics: Sequence[str]) -> Watch:
+        """See `Backend.watch`. Only this process's changes are heard."""
+        return self._hub.watch(topics)
 
     def close(self) -> None:
         """Forget everything; further calls raise StorageError."""
@@ -203,3 +288,4 @@ class MemoryBackend:
             self._closed = True
             self._runs.clear()
             self._history.clear()
+        self._hub.notify_all()

@@ -1,25 +1,18 @@
 """SQLBackend: the Backend contract on SQLite (stdlib driver) and PostgreSQL (psycopg 3).
 
-The statements themselves live in `_queries.py`, compiled once per dialect; this
-module owns connections (a small pool of its own, forgotten across fork), runs the
-compiled text on them, maps rows to records, and handles failures: a write whose
-acknowledgement was lost (the connection broke after COMMIT) is retried once on a new
-connection, and each write's read-back tells its own earlier commit apart from
-someone else's.
+The statements live in `_queries.py`, compiled once per dialect; connections in
+`_connections.py`; notifications from other processes in `_listener.py`. This module
+runs the compiled statements, maps rows to records, tells its own lost-acknowledgement
+commits apart from other writers', and notifies waiters in this process.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
-import sqlite3
+import json
 import threading
-import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
@@ -27,13 +20,16 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, make_url
 
 from durable._records import NewRun, Run, RunStatus, Step, StepKind, StepStatus
-from durable.errors import ConfigurationError, LeaseLost, StorageError
+from durable.errors import ConfigurationError, LeaseLost
 
 from . import _schema
-from ._queries import Queries, Statement
+from ._connections import Connections, postgres_opener, sqlite_opener
+from ._hub import Hub, Watch
+from ._listener import Listener
+from ._queries import CHANNEL, Queries, Statement
 
-T = TypeVar("T")
-
+#: Other processes cannot notify a SQLite waiter, so its waits poll this often.
+SQLITE_POLL = 0.05
 
 _RUN_STATUS = {status.value: status for status in RunStatus}
 _STEP_STATUS = {status.value: status for status in StepStatus}
@@ -57,6 +53,10 @@ def _run(row: Sequence[Any]) -> Run:
         created_at=row[12],
         updated_at=row[13],
         finished_at=row[14],
+        queue=row[15],
+        priority=row[16],
+        started_at=row[17],
+        cancel_requested=bool(row[18]),
     )
 
 
@@ -79,7 +79,7 @@ def _step(row: Sequence[Any]) -> Step:
 
 
 def _step_params(step: Step, epoch: int) -> tuple[Any, ...]:
-    # The hottest statement: its parameter tuple is built directly (see _queries.RECORD_ORDER).
+    # The hottest statement: its parameters are built directly, in _queries.RECORD_ORDER.
     return (
         step.run_id,
         step.position,
@@ -96,24 +96,12 @@ def _step_params(step: Step, epoch: int) -> tuple[Any, ...]:
         epoch,
         step.run_id,
         epoch,
+        step.run_id,
     )
 
 
-# Connections must not cross a fork: a child that closed an inherited PostgreSQL
-# connection would close the parent's session too. Children just forget them.
-_LIVE_BACKENDS: weakref.WeakSet[SQLBackend] = weakref.WeakSet()
-
-
-def _forget_connections_after_fork() -> None:
-    for backend in list(_LIVE_BACKENDS):
-        backend._forget_connections()
-
-
-os.register_at_fork(after_in_child=_forget_connections_after_fork)
-
-
 class SQLBackend:
-    """A backend on SQLite (stdlib driver) or PostgreSQL (psycopg 3).
+    """A backend on SQLite or PostgreSQL.
 
     Args:
         url: ``sqlite:///path/to/file.db`` (optionally ``?synchronous=NORMAL``) or
@@ -123,226 +111,62 @@ class SQLBackend:
 
     def __init__(self, url: str | URL, *, busy_timeout: float = 30.0) -> None:
         self.url = make_url(url)
-        self.masked_url = self.url.render_as_string(hide_password=True)
-        backend = self.url.get_backend_name()
-        self._idle: list[Any] = []
-        self._pool_lock = threading.Lock()
-        self._closed = False
-        self._pid = os.getpid()
-        if backend == "sqlite":
+        masked = self.url.render_as_string(hide_password=True)
+        kind = self.url.get_backend_name()
+        if kind == "sqlite":
             self._dialect: sa.Dialect = sqlite_dialect.dialect()
-            self._connect: Callable[[], Any] = self._sqlite_connector(busy_timeout)
-            self._driver_error: tuple[type[BaseException], ...] = (sqlite3.Error,)
-        elif backend == "postgresql":
+            options = {k: str(v) for k, v in self.url.query.items()}
+            opener = sqlite_opener(self.url.database, options, busy_timeout=busy_timeout)
+        elif kind == "postgresql":
             # Positional %s parameters, like SQLite's ?: hot statements get a plain tuple.
             self._dialect = pg_dialect.psycopg.dialect(paramstyle="format")  # type: ignore[no-untyped-call]
-            self._connect = self._postgres_connector()
-            import psycopg
-
-            self._driver_error = (psycopg.Error,)
+            conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            opener = postgres_opener(conninfo)
         else:
             raise ConfigurationError(
-                f"Unsupported database URL {self.masked_url!r}: durable speaks sqlite:/// and "
+                f"Unsupported database URL {masked!r}: durable speaks sqlite:/// and "
                 "postgresql://, or memory:// for tests."
             )
-        self.dialect_name: str = self._dialect.name
+        self.masked_url = masked
+        self.dialect_name: str = kind
+        self._db = Connections(kind, opener, masked_url=masked, password=self.url.password)
         self._sql = Queries(self._dialect)
-        _LIVE_BACKENDS.add(self)
+        self._hub = Hub()
+        self._listener: Listener | None = None
+        self._listener_lock = threading.Lock()
+        # SQLite takes lists as JSON arrays (json_each); psycopg adapts Python lists.
+        self._names = json.dumps if kind == "sqlite" else list
         try:
-            self._migrate()
+            self._db.run(
+                "Creating the schema",
+                lambda conn, _: _schema.migrate(conn, self._db, self._dialect),
+            )
         except BaseException:
             self.close()
             raise
 
-    # -- connections --------------------------------------------------------------
-
-    def _sqlite_connector(self, busy_timeout: float) -> Callable[[], sqlite3.Connection]:
-        database = self.url.database
-        if not database or database == ":memory:":
-            raise ConfigurationError(
-                "An in-memory SQLite URL cannot be shared between connections; use "
-                "memory:// for the in-memory backend, or give SQLite a file path."
-            )
-        query = {k: str(v) for k, v in self.url.query.items()}
-        synchronous = query.pop("synchronous", "FULL").upper()
-        if synchronous not in ("FULL", "NORMAL", "EXTRA"):
-            raise ConfigurationError(
-                f"synchronous={synchronous!r} is not supported; use FULL (the default, survives "
-                "power loss) or NORMAL (faster, survives process crashes only)."
-            )
-        if query:
-            raise ConfigurationError(f"Unknown SQLite URL options: {sorted(query)}.")
-        path = Path(database)
-
-        def connect() -> sqlite3.Connection:
-            # isolation_level=None: no implicit BEGIN; every single statement commits
-            # on its own, and multi-statement writes say BEGIN IMMEDIATE themselves.
-            conn = sqlite3.connect(
-                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={synchronous}")
-            return conn
-
-        return connect
-
-    def _postgres_connector(self) -> Callable[[], Any]:
-        try:
-            import psycopg
-        except ImportError:
-            raise ConfigurationError(
-                "PostgreSQL needs psycopg 3: pip install 'durable[postgres]'."
-            ) from None
-        conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-        def connect() -> Any:
-            conn = psycopg.connect(conninfo, autocommit=True, application_name="durable")
-            # A paused or dead-locked client must not pin row locks or the vacuum horizon.
-            conn.execute("SET idle_in_transaction_session_timeout = '60s'")
-            return conn
-
-        return connect
-
-    def _checkout(self) -> Any:
-        if self._closed:
-            raise StorageError(f"The backend for {self.masked_url} is closed.")
-        if self._pid != os.getpid():
-            self._forget_connections()
-        with self._pool_lock:
-            if self._idle:
-                return self._idle.pop()
-        try:
-            return self._connect()
-        except self._driver_error as error:
-            raise StorageError(
-                f"Cannot connect to {self.masked_url}: {self._scrub(error)}. Check the URL "
-                "and that the database is running and reachable."
-            ) from None
-
-    def _checkin(self, conn: Any) -> None:
-        with self._pool_lock:
-            if not self._closed:
-                self._idle.append(conn)
-                return
-        self._close_quietly(conn)
-
-    def _broken(self, conn: Any) -> bool:
-        if self.dialect_name == "sqlite":
-            return False
-        return bool(conn.closed or conn.broken)
-
-    @staticmethod
-    def _close_quietly(conn: Any) -> None:
-        with contextlib.suppress(Exception):  # already broken; nothing more to release
-            conn.close()
-
-    def _forget_connections(self) -> None:
-        with self._pool_lock:
-            self._idle = []
-        self._pid = os.getpid()
-
-    def _scrub(self, error: BaseException) -> str:
-        text = str(error).strip().replace("\n", " ")
-        password = self.url.password
-        return text.replace(str(password), "***") if password else text
-
-    def _op(self, name: str, body: Callable[[Any, bool], T]) -> T:
-        """Run *body(conn, retried)*, retrying once on a broken connection.
-
-        *retried* tells a write that an earlier attempt may have committed unseen.
-        """
-        for attempt in range(2):
-            conn = self._checkout()
-            try:
-                result = body(conn, attempt > 0)
-            except BaseException as error:
-                if self._broken(conn):
-                    self._close_quietly(conn)
-                else:
-                    self._checkin(conn)
-                if not isinstance(error, self._driver_error):
-                    raise
-                connection_lost = self.dialect_name == "postgresql" and _is_connection_error(error)
-                if connection_lost and attempt == 0:
-                    continue
-                raise StorageError(
-                    f"{name} failed on {self.masked_url}: {self._scrub(error)}"
-                ) from None
-            self._checkin(conn)
-            return result
-        raise AssertionError("unreachable")  # pragma: no cover
-
     def _execute(self, conn: Any, statement: Statement, values: Mapping[str, Any]) -> Any:
         return conn.execute(statement.sql, statement.params(values))
 
-    # -- schema -------------------------------------------------------------------
-
-    def _migrate(self) -> None:
-        def body(conn: Any, _retried: bool) -> None:
-            if self._schema_version(conn) == _schema.SCHEMA_VERSION:
-                return
-            with self._transaction(conn):
-                if self.dialect_name == "postgresql":
-                    # Serialize concurrent first starts; CREATE IF NOT EXISTS alone races.
-                    conn.execute("SELECT pg_advisory_xact_lock(727274)")
-                version = self._schema_version(conn)
-                if version > _schema.SCHEMA_VERSION:
-                    raise ConfigurationError(
-                        f"The database at {self.masked_url} has durable schema version {version}, "
-                        f"newer than this code understands ({_schema.SCHEMA_VERSION}). Upgrade "
-                        "durable before using this database."
-                    )
-                for migrate in _schema.MIGRATIONS[version:]:
-                    migrate(self._dialect, conn.execute)
-                conn.execute(
-                    "DELETE FROM durable_meta WHERE key = 'schema_version'",
-                )
-                conn.execute(
-                    "INSERT INTO durable_meta (key, value) VALUES ('schema_version', "
-                    f"'{_schema.SCHEMA_VERSION}')"
-                )
-
-        self._op("Creating the schema", body)
-
-    def _schema_version(self, conn: Any) -> int:
-        if self.dialect_name == "sqlite":
-            exists = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'durable_meta'"
-            ).fetchone()
-        else:
-            exists = conn.execute("SELECT to_regclass('durable_meta')").fetchone()[0]
-        if not exists:
-            return 0
-        row = conn.execute("SELECT value FROM durable_meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row else 0
-
-    @contextmanager
-    def _transaction(self, conn: Any) -> Iterator[None]:
-        if self.dialect_name == "postgresql":
-            with conn.transaction():
-                yield
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+    def _announce(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Wake waiters in this process on the topics a statement returned first."""
+        for row in rows:
+            self._hub.notify(row[0])
 
     # -- the Backend contract -------------------------------------------------------
 
     def now(self) -> float:
         """See `Backend.now`."""
-        return self._op(
+        return self._db.run(
             "Reading the clock",
             lambda conn, _: float(self._execute(conn, self._sql.now, {}).fetchone()[0]),
         )
 
     def create_run(self, new: NewRun) -> tuple[Run, bool]:
         """See `Backend.create_run`."""
-        status = RunStatus.RUNNING if new.owner else RunStatus.QUEUED
-        epoch = 1 if new.owner else 0
+        owned = new.owner is not None
+        status = RunStatus.RUNNING if owned else RunStatus.QUEUED
+        epoch = 1 if owned else 0
         values = {
             "id": new.id,
             "workflow": new.workflow,
@@ -351,14 +175,22 @@ class SQLBackend:
             "call_hash": new.call_hash,
             "epoch": epoch,
             "owner": new.owner,
-            "lease": new.lease if new.owner else None,
+            "lease": new.lease if owned else None,
             "parent_id": new.parent_id,
+            "queue": new.queue,
+            "priority": new.priority,
+            "owned": int(owned),
         }
+        statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
 
         def body(conn: Any, retried: bool) -> tuple[Run, bool]:
-            row = self._execute(conn, self._sql.create_run, values).fetchone()
+            row = self._execute(conn, statement, values).fetchone()
             if row is not None:
-                created_at, lease_until = row
+                if owned:
+                    created_at, lease_until = row[0], row[1]
+                else:
+                    self._hub.notify(row[0])
+                    created_at, lease_until = row[1], None
                 run = Run(
                     id=new.id,
                     workflow=new.workflow,
@@ -375,6 +207,9 @@ class SQLBackend:
                     created_at=created_at,
                     updated_at=created_at,
                     finished_at=None,
+                    queue=new.queue,
+                    priority=new.priority,
+                    started_at=created_at if owned else None,
                 )
                 return run, True
             existing = self._execute(conn, self._sql.get_run, {"id": new.id}).fetchone()
@@ -384,15 +219,15 @@ class SQLBackend:
             # Our own insert whose acknowledgement was lost looks exactly like this.
             ours = (
                 retried
-                and new.owner is not None
                 and run.lease_owner == new.owner
-                and run.epoch == 1
+                and run.epoch == epoch
                 and run.input == new.input
                 and run.call_hash == new.call_hash
+                and (owned or run.status is RunStatus.QUEUED)
             )
             return run, ours
 
-        return self._op(f"Creating run {new.id!r}", body)
+        return self._db.run(f"Creating run {new.id!r}", body)
 
     def get_run(self, run_id: str) -> Run | None:
         """See `Backend.get_run`."""
@@ -401,11 +236,11 @@ class SQLBackend:
             row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
             return None if row is None else _run(row)
 
-        return self._op(f"Reading run {run_id!r}", body)
+        return self._db.run(f"Reading run {run_id!r}", body)
 
     def load_history(self, run_id: str) -> Sequence[Step]:
         """See `Backend.load_history`."""
-        return self._op(
+        return self._db.run(
             f"Loading the history of run {run_id!r}",
             lambda conn, _: [
                 _step(row)
@@ -416,14 +251,16 @@ class SQLBackend:
             ],
         )
 
-    def record(self, step: Step, epoch: int) -> Step:
+    def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
         """See `Backend.record`."""
         values = _step_params(step, epoch)
         sql = self._sql.record.sql
 
-        def body(conn: Any, _retried: bool) -> Step:
-            if conn.execute(sql, values).rowcount == 1:
-                return step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
+        def body(conn: Any, _retried: bool) -> tuple[Step, bool]:
+            written = conn.execute(sql, values).fetchone()
+            if written is not None:
+                stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
+                return stored, bool(written[0])
             row = self._execute(
                 conn, self._sql.record_conflict, {"run_id": step.run_id, "position": step.position}
             ).fetchone()
@@ -434,11 +271,11 @@ class SQLBackend:
                     run_id=step.run_id,
                     epoch=epoch,
                 )
-            if row[1] is None:  # pragma: no cover - the row vanished; write again
+            if row[2] is None:  # pragma: no cover - the row vanished; write again
                 return body(conn, _retried)
-            return _step(row[1:])
+            return _step(row[2:]), bool(row[1])
 
-        return self._op(f"Recording position {step.position} of run {step.run_id!r}", body)
+        return self._db.run(f"Recording position {step.position} of run {step.run_id!r}", body)
 
     def finish_run(
         self,
@@ -464,7 +301,9 @@ class SQLBackend:
             }
 
         def body(conn: Any, retried: bool) -> bool:
-            if self._execute(conn, statement, values).rowcount == 1:
+            rows = self._execute(conn, statement, values).fetchall()
+            if rows:
+                self._announce(rows)
                 return True
             if not retried:
                 return False
@@ -472,7 +311,7 @@ class SQLBackend:
             # A lost acknowledgement: our own earlier commit already set this outcome.
             return row is not None and row[7] == epoch and row[2] == status.value
 
-        return self._op(f"Finishing run {run_id!r}", body)
+        return self._db.run(f"Finishing run {run_id!r}", body)
 
     def claim_run(
         self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
@@ -496,12 +335,50 @@ class SQLBackend:
                     return _run(current)
             return None
 
-        return self._op(f"Claiming run {run_id!r}", body)
+        return self._db.run(f"Claiming run {run_id!r}", body)
+
+    def claim_next(
+        self,
+        *,
+        owner: str,
+        queues: Sequence[str],
+        workflows: Sequence[str],
+        limit: int,
+        lease: float,
+    ) -> Sequence[Run]:
+        """See `Backend.claim_next`."""
+        values = {
+            "owner": owner,
+            "lease": lease,
+            "queues": self._names(list(queues)),
+            "workflows": self._names(list(workflows)),
+            "limit": limit,
+        }
+        # Not retried on a lost connection: a claim that committed unseen is not ours to
+        # find again; those runs come back to the queue when their lease expires.
+        rows = self._db.run(
+            "Claiming queued runs",
+            lambda conn, retried: (
+                [] if retried else self._execute(conn, self._sql.claim_next, values).fetchall()
+            ),
+        )
+        # RETURNING comes in the update's scan order, not the subquery's.
+        return sorted(map(_run, rows), key=lambda run: (-run.priority, run.created_at))
+
+    def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
+        """See `Backend.queued_workflows`."""
+        values = {"queues": self._names(list(queues))}
+        return self._db.run(
+            "Listing queued workflows",
+            lambda conn, _: [
+                row[0] for row in self._execute(conn, self._sql.queued_workflows, values).fetchall()
+            ],
+        )
 
     def recoverable(self, *, host: str) -> Sequence[Run]:
         """See `Backend.recoverable`."""
         prefix = f"{host}:"
-        return self._op(
+        return self._db.run(
             "Looking for runs to recover",
             lambda conn, _: [
                 _run(row)
@@ -513,7 +390,7 @@ class SQLBackend:
 
     def renew_leases(self, owner: str, lease: float) -> int:
         """See `Backend.renew_leases`."""
-        return self._op(
+        return self._db.run(
             "Renewing leases",
             lambda conn, _: int(
                 self._execute(
@@ -524,24 +401,47 @@ class SQLBackend:
 
     def release_run(self, run_id: str, epoch: int) -> bool:
         """See `Backend.release_run`."""
-        return self._op(
-            f"Releasing run {run_id!r}",
-            lambda conn, _: bool(
-                self._execute(conn, self._sql.release_run, {"id": run_id, "epoch": epoch}).rowcount
-                == 1
-            ),
-        )
+
+        def body(conn: Any, _retried: bool) -> bool:
+            rows = self._execute(
+                conn, self._sql.release_run, {"id": run_id, "epoch": epoch}
+            ).fetchall()
+            self._announce(rows)
+            return bool(rows)
+
+        return self._db.run(f"Releasing run {run_id!r}", body)
+
+    def cancel_run(self, run_id: str) -> Run | None:
+        """See `Backend.cancel_run`."""
+
+        def body(conn: Any, _retried: bool) -> Run | None:
+            with self._db.transaction(conn):
+                changed = [
+                    *self._execute(conn, self._sql.cancel_now, {"id": run_id}).fetchall(),
+                    *self._execute(conn, self._sql.cancel_request, {"id": run_id}).fetchall(),
+                ]
+                row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
+            self._announce(changed)
+            return None if row is None else _run(row)
+
+        return self._db.run(f"Cancelling run {run_id!r}", body)
+
+    def watch(self, topics: Sequence[str]) -> Watch:
+        """See `Backend.watch`. PostgreSQL hears other processes through LISTEN; SQLite
+        waits poll every SQLITE_POLL seconds."""
+        if self.dialect_name == "sqlite":
+            return self._hub.watch(topics, cap=SQLITE_POLL)
+        with self._listener_lock:
+            if self._listener is None or not self._listener.alive():
+                self._listener = Listener(self._db.open, self._hub, CHANNEL)
+        return self._hub.watch(topics)
 
     def close(self) -> None:
-        """Close every idle connection; connections in use close when returned."""
-        with self._pool_lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            self._close_quietly(conn)
-
-
-def _is_connection_error(error: BaseException) -> bool:
-    import psycopg
-
-    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
+        """Stop listening and close idle connections; connections in use close when
+        they come back."""
+        with self._listener_lock:
+            listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.stop()
+        self._db.close()
+        self._hub.notify_all()

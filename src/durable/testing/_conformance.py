@@ -146,11 +146,11 @@ def check_record_first_writer_wins(make: MakeBackend) -> None:
     """A finished step is never changed; recording over it returns the stored one."""
     with _opened(make) as backend:
         backend.create_run(_new())
-        first = backend.record(_step("run-1", 0, output=b"jfirst"), 1)
+        first, _ = backend.record(_step("run-1", 0, output=b"jfirst"), 1)
         assert first.output == b"jfirst"
-        second = backend.record(_step("run-1", 0, output=b"jsecond"), 1)
+        second, _ = backend.record(_step("run-1", 0, output=b"jsecond"), 1)
         assert second.output == b"jfirst", "a finished position must keep its first outcome"
-        failed = backend.record(_step("run-1", 0, status=StepStatus.FAILED, error=b"jx"), 1)
+        failed, _ = backend.record(_step("run-1", 0, status=StepStatus.FAILED, error=b"jx"), 1)
         assert failed.status is StepStatus.COMPLETED
         assert [s.output for s in backend.load_history("run-1")] == [b"jfirst"]
 
@@ -198,7 +198,7 @@ def check_claim_fences_old_owner(make: MakeBackend) -> None:
         else:
             raise AssertionError("the previous owner's record must be fenced off")
         assert not backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j1")
-        assert backend.record(_step("run-1", 1, epoch=2), 2).epoch == 2
+        assert backend.record(_step("run-1", 1, epoch=2), 2)[0].epoch == 2
         assert [s.epoch for s in backend.load_history("run-1")] == [1, 2]
 
 
@@ -297,13 +297,19 @@ def check_claim_race(make: MakeBackend) -> None:
 
 
 def check_release_run(make: MakeBackend) -> None:
-    """A released run is claimable at once by anyone; release is fenced by epoch."""
+    """A released run is QUEUED again, claimable at once without counting a recovery."""
     with _opened(make) as backend:
         backend.create_run(_new())
-        assert not backend.release_run("run-1", 5)
+        assert not backend.release_run("run-1", 5), "release is fenced by epoch"
         assert backend.release_run("run-1", 1)
-        claimed = backend.claim_run("run-1", owner=OTHER, lease=30, epoch=1)
-        assert claimed is not None and claimed.epoch == 2
+        run = _get(backend, "run-1")
+        assert run.status is RunStatus.QUEUED and run.lease_owner is None
+        assert run.started_at is not None, "it was started before; recover() must see it"
+        assert "run-1" in {r.id for r in backend.recoverable(host="nowhere")}
+        (claimed,) = backend.claim_next(
+            owner=OTHER, queues=["default"], workflows=["app.workflow"], limit=5, lease=30
+        )
+        assert claimed.id == "run-1" and claimed.epoch == 2 and claimed.recoveries == 0
 
 
 # -- leases and recovery ------------------------------------------------------------
@@ -332,13 +338,15 @@ def check_recoverable(make: MakeBackend) -> None:
         backend.create_run(_new("live-elsewhere", owner="far:9:9:x", lease=60))
         backend.create_run(_new("live-here", owner="here:9:9:x", lease=60))
         backend.create_run(_new("queued", owner=None))
+        backend.create_run(_new("released"))
+        backend.release_run("released", 1)
         backend.create_run(_new("blocked"))
         backend.finish_run("blocked", 1, RunStatus.BLOCKED, error=b"jx")
         backend.create_run(_new("done", lease=SHORT_LEASE))
         backend.finish_run("done", 1, RunStatus.COMPLETED, output=b"j1")
         _expire()
         found = {run.id for run in backend.recoverable(host="here")}
-        assert found == {"expired", "live-here", "blocked"}, found
+        assert found == {"expired", "live-here", "blocked", "released"}, found
 
 
 def check_now(make: MakeBackend) -> None:
@@ -349,6 +357,127 @@ def check_now(make: MakeBackend) -> None:
         assert run.lease_until is not None and abs(run.lease_until - (first + 5)) < 2
         time.sleep(0.01)
         assert backend.now() >= first
+
+
+# -- queues -------------------------------------------------------------------------
+
+
+def _queued(
+    run_id: str, *, queue: str = "default", priority: int = 0, workflow: str = "app.workflow"
+) -> NewRun:
+    return NewRun(
+        id=run_id,
+        workflow=workflow,
+        input=b"j[]",
+        call_hash="v1:00",
+        owner=None,
+        lease=30,
+        queue=queue,
+        priority=priority,
+    )
+
+
+def check_claim_next_order_and_filters(make: MakeBackend) -> None:
+    """claim_next takes the highest priority first, then the oldest, within its filters."""
+    with _opened(make) as backend:
+        for run_id, priority in (("low-old", 0), ("high", 5), ("low-new", 0), ("mid", 1)):
+            backend.create_run(_queued(run_id, priority=priority))
+            time.sleep(0.002)  # distinct creation times
+        backend.create_run(_queued("other-queue", queue="emails", priority=9))
+        backend.create_run(_queued("unknown-code", priority=9, workflow="app.newer"))
+        claimed = backend.claim_next(
+            owner=OWNER, queues=["default"], workflows=["app.workflow"], limit=3, lease=30
+        )
+        assert [run.id for run in claimed] == ["high", "mid", "low-old"]
+        for run in claimed:
+            assert run.status is RunStatus.RUNNING and run.epoch == 1
+            assert run.lease_owner == OWNER and run.started_at is not None
+        rest = backend.claim_next(
+            owner=OWNER,
+            queues=["default", "emails"],
+            workflows=["app.workflow"],
+            limit=10,
+            lease=30,
+        )
+        assert sorted(run.id for run in rest) == ["low-new", "other-queue"]
+        assert backend.queued_workflows(["default"]) == ["app.newer"]
+        assert backend.queued_workflows(["emails"]) == []
+
+
+def check_claim_next_race(make: MakeBackend) -> None:
+    """Concurrent claim_next calls never claim the same run twice."""
+    with _opened(make) as backend:
+        for i in range(40):
+            backend.create_run(_queued(f"q{i:02d}"))
+        results = _race(
+            8,
+            lambda i: backend.claim_next(
+                owner=f"h:{i}:1:x",
+                queues=["default"],
+                workflows=["app.workflow"],
+                limit=7,
+                lease=30,
+            ),
+        )
+        ids = [run.id for batch in results for run in batch]
+        assert len(ids) == len(set(ids)) == 40, f"{len(ids)} claims of {len(set(ids))} runs"
+
+
+# -- cancellation -------------------------------------------------------------------
+
+
+def check_cancel_tree(make: MakeBackend) -> None:
+    """cancel_run stops queued descendants at once and asks running ones to stop."""
+    with _opened(make) as backend:
+        backend.create_run(_new("root"))
+        backend.create_run(_child("root/0", "root", owner=OWNER))
+        backend.create_run(_child("root/1", "root", owner=None))
+        backend.create_run(_child("root/0/2", "root/0", owner=None))
+        backend.create_run(_child("root/3", "root", owner=OWNER))
+        backend.finish_run("root/3", 1, RunStatus.COMPLETED, output=b"j1")
+        backend.create_run(_new("bystander", owner=None))
+        root = backend.cancel_run("root")
+        assert root is not None and root.cancel_requested and root.status is RunStatus.RUNNING
+        assert _get(backend, "root/0").cancel_requested
+        assert _get(backend, "root/1").status is RunStatus.CANCELLED
+        assert _get(backend, "root/0/2").status is RunStatus.CANCELLED, "grandchildren too"
+        assert _get(backend, "root/3").status is RunStatus.COMPLETED, "finished runs stay"
+        assert _get(backend, "bystander").status is RunStatus.QUEUED
+        assert backend.cancel_run("missing") is None
+        _, flag = backend.record(_step("root", 0), 1)
+        assert flag, "record reports the cancellation request to the owner"
+        done = backend.cancel_run("root/3")
+        assert done is not None and done.status is RunStatus.COMPLETED
+
+
+def _child(run_id: str, parent: str, *, owner: str | None) -> NewRun:
+    return NewRun(
+        id=run_id,
+        workflow="app.workflow",
+        input=b"j[]",
+        call_hash="v1:00",
+        owner=owner,
+        lease=30,
+        parent_id=parent,
+    )
+
+
+def check_watch_wakes_waiters(make: MakeBackend) -> None:
+    """A watch on run:<id> returns early when that run finishes, and queue:<name> on work."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        watch = backend.watch(["run:run-1"])
+        threading.Timer(
+            0.05, lambda: backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j1")
+        ).start()
+        started = time.monotonic()
+        watch.wait(5)
+        assert time.monotonic() - started < 2, "finishing the run must wake its watchers"
+        queue_watch = backend.watch(["queue:emails"])
+        backend.create_run(_queued("mail", queue="emails"))
+        started = time.monotonic()
+        assert queue_watch.wait(5), "a change made before the wait is not lost"
+        assert time.monotonic() - started < 0.5
 
 
 # -- running them -------------------------------------------------------------------
@@ -401,6 +530,10 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     check_claim_queued_and_finished,
     check_claim_race,
     check_release_run,
+    check_claim_next_order_and_filters,
+    check_claim_next_race,
+    check_cancel_tree,
+    check_watch_wakes_waiters,
     check_renew_leases,
     check_recoverable,
     check_now,

@@ -1,0 +1,222 @@
+"""Connections to one database: opened by the driver, pooled, never shared across fork.
+
+SQLAlchemy's pool resets every connection with a rollback when it is returned, an
+extra round trip per statement; durable's statements are single autocommitted writes,
+so this small pool just keeps idle connections in a list. A forked child forgets the
+parent's connections instead of closing them: closing an inherited PostgreSQL
+connection would end the parent's session too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from durable.errors import ConfigurationError, StorageError
+
+T = TypeVar("T")
+
+_SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+
+
+def sqlite_opener(
+    database: str | None, options: dict[str, str], *, busy_timeout: float
+) -> Callable[[], sqlite3.Connection]:
+    """A function that opens a configured connection to a SQLite file."""
+    if not database or database == ":memory:":
+        raise ConfigurationError(
+            "An in-memory SQLite URL cannot be shared between connections; use "
+            "memory:// for the in-memory backend, or give SQLite a file path."
+        )
+    options = dict(options)
+    synchronous = options.pop("synchronous", "FULL").upper()
+    if synchronous not in _SYNCHRONOUS:
+        raise ConfigurationError(
+            f"synchronous={synchronous!r} is not supported; use FULL (the default, survives "
+            "power loss) or NORMAL (faster, survives process crashes only)."
+        )
+    if options:
+        raise ConfigurationError(f"Unknown SQLite URL options: {sorted(options)}.")
+    path = Path(database)
+
+    def connect() -> sqlite3.Connection:
+        # isolation_level=None: no implicit BEGIN; every single statement commits on
+        # its own, and multi-statement writes say BEGIN IMMEDIATE themselves.
+        conn = sqlite3.connect(
+            path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        return conn
+
+    return connect
+
+
+def postgres_opener(conninfo: str) -> Callable[[], Any]:
+    """A function that opens an autocommit psycopg connection."""
+    try:
+        import psycopg
+    except ImportError:
+        raise ConfigurationError(
+            "PostgreSQL needs psycopg 3: pip install 'durable[postgres]'."
+        ) from None
+
+    def connect() -> Any:
+        conn = psycopg.connect(conninfo, autocommit=True, application_name="durable")
+        # A paused or dead-locked client must not pin row locks or the vacuum horizon.
+        conn.execute("SET idle_in_transaction_session_timeout = '60s'")
+        return conn
+
+    return connect
+
+
+def _connection_lost(error: BaseException) -> bool:
+    import psycopg
+
+    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+_LIVE: weakref.WeakSet[Connections] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    for connections in list(_LIVE):
+        connections.forget()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+class Connections:
+    """A pool of connections to one database, and the translation of its errors.
+
+    Args:
+        kind: ``"sqlite"`` or ``"postgresql"``.
+        open_: opens one new connection.
+        masked_url: the URL with its password hidden, for messages.
+        password: scrubbed from any driver message that might echo it.
+    """
+
+    def __init__(
+        self, kind: str, open_: Callable[[], Any], *, masked_url: str, password: str | None
+    ) -> None:
+        self.kind = kind
+        self.masked_url = masked_url
+        self._open = open_
+        self._password = password
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+        if kind == "sqlite":
+            self.driver_error: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        else:
+            import psycopg
+
+            self.driver_error = (psycopg.Error,)
+        _LIVE.add(self)
+
+    def open(self) -> Any:
+        """A new connection, outside the pool (the caller closes it)."""
+        try:
+            return self._open()
+        except self.driver_error as error:
+            raise StorageError(
+                f"Cannot connect to {self.masked_url}: {self.scrub(error)}. Check the URL and "
+                "that the database is running and reachable."
+            ) from None
+
+    def checkout(self) -> Any:
+        """An idle connection, or a new one."""
+        if self._closed:
+            raise StorageError(f"The backend for {self.masked_url} is closed.")
+        if self._pid != os.getpid():
+            self.forget()
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self.open()
+
+    def checkin(self, conn: Any) -> None:
+        """Return a healthy connection to the pool (or close it, once closed)."""
+        with self._lock:
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        close_quietly(conn)
+
+    def broken(self, conn: Any) -> bool:
+        """Whether *conn* can no longer be used (PostgreSQL only; SQLite files do not break)."""
+        return self.kind != "sqlite" and bool(conn.closed or conn.broken)
+
+    def forget(self) -> None:
+        """Drop every pooled connection without closing it (after fork)."""
+        with self._lock:
+            self._idle = []
+        self._pid = os.getpid()
+
+    def scrub(self, error: BaseException) -> str:
+        """A driver error as one line, without the password."""
+        text = str(error).strip().replace("\n", " ")
+        return text.replace(self._password, "***") if self._password else text
+
+    def run(self, name: str, body: Callable[[Any, bool], T]) -> T:
+        """Run *body(conn, retried)* on a pooled connection, retrying once if it broke.
+
+        *retried* tells a write that an earlier attempt may have committed unseen, so it
+        must read back before concluding. Driver errors become StorageError.
+        """
+        for attempt in range(2):
+            conn = self.checkout()
+            try:
+                result = body(conn, attempt > 0)
+            except BaseException as error:
+                if self.broken(conn):
+                    close_quietly(conn)
+                else:
+                    self.checkin(conn)
+                if not isinstance(error, self.driver_error):
+                    raise
+                if self.kind == "postgresql" and _connection_lost(error) and attempt == 0:
+                    continue
+                raise StorageError(
+                    f"{name} failed on {self.masked_url}: {self.scrub(error)}"
+                ) from None
+            self.checkin(conn)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextlib.contextmanager
+    def transaction(self, conn: Any) -> Iterator[None]:
+        """Several statements as one write transaction (BEGIN IMMEDIATE on SQLite)."""
+        if self.kind == "postgresql":
+            with conn.transaction():
+                yield
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close idle connections; connections in use close when they come back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            close_quietly(conn)
+
+
+def close_quietly(conn: Any) -> None:
+    """Close a connection that may already be broken."""
+    with contextlib.suppress(Exception):
+        conn.close()

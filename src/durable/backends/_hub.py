@@ -1,0 +1,77 @@
+"""Wake-ups inside one process: waiters on a topic return early when it is notified.
+
+Polling the database is the truth; notifications only shorten the wait. A topic is a
+string such as ``run:<id>`` (a run changed: it finished, was cancelled...) or
+``queue:<name>`` (a run became claimable there). Backends notify their own hub when
+they change something; PostgreSQL also feeds it from LISTEN, so notifications from
+other processes arrive too.
+
+A `Watch` remembers each topic's version when it is made, so a notification that
+lands between "check the database" and "wait" is never missed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+
+class Hub:
+    """Per-topic version counters and one condition to wait on."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._versions: dict[str, int] = {}
+        self._epoch = 0  # bumped by notify_all: every topic counts as changed
+
+    def notify(self, topic: str) -> None:
+        """Mark *topic* changed and wake its waiters."""
+        with self._condition:
+            self._versions[topic] = self._versions.get(topic, 0) + 1
+            self._condition.notify_all()
+
+    def notify_all(self) -> None:
+        """Wake every waiter (after a lost connection, anything may have changed)."""
+        with self._condition:
+            self._epoch += 1
+            self._condition.notify_all()
+
+    def _snapshot(self, topics: Sequence[str]) -> tuple[int, tuple[int, ...]]:
+        return self._epoch, tuple(self._versions.get(t, 0) for t in topics)
+
+    def watch(self, topics: Sequence[str], *, cap: float | None = None) -> Watch:
+        """Start watching *topics*; *cap* bounds every wait (for backends that must poll)."""
+        with self._condition:
+            return Watch(self, tuple(topics), self._snapshot(topics), cap)
+
+
+class Watch:
+    """Waits for changes to some topics, never missing one made since the last wait."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        topics: tuple[str, ...],
+        seen: tuple[int, tuple[int, ...]],
+        cap: float | None,
+    ) -> None:
+        self._hub = hub
+        self._topics = topics
+        self._seen = seen
+        self._cap = cap
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a watched topic changes or *timeout* (capped) passes.
+
+        Returns:
+            True if a change was notified since the previous wait (or the watch began).
+        """
+        if self._cap is not None:
+            timeout = min(timeout, self._cap)
+        hub = self._hub
+        with hub._condition:
+            changed = hub._condition.wait_for(
+                lambda: hub._snapshot(self._topics) != self._seen, max(timeout, 0.0)
+            )
+            self._seen = hub._snapshot(self._topics)
+        return changed

@@ -1,0 +1,151 @@
+"""Schema migrations: an old database, migrated, looks exactly like a new one."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable._records import RunStatus
+from durable.backends import _schema
+from durable.backends.sql import SQLBackend
+from tests.conftest import PostgresSchemas
+
+# The version-1 schema exactly as version-1 code created it (generated from that code;
+# kept verbatim, hence the long lines).
+V1 = {
+    "sqlite": [
+        "CREATE TABLE IF NOT EXISTS durable_runs ( id TEXT NOT NULL, workflow TEXT NOT NULL, "
+        "status TEXT NOT NULL, input BLOB NOT NULL, call_hash TEXT NOT NULL, output BLOB, "
+        "error BLOB, epoch INTEGER NOT NULL, lease_owner TEXT, lease_until DOUBLE, recoveries "
+        "INTEGER NOT NULL, parent_id TEXT, created_at DOUBLE NOT NULL, updated_at DOUBLE NOT "
+        "NULL, finished_at DOUBLE, PRIMARY KEY (id) ) WITHOUT ROWID",
+        "CREATE INDEX IF NOT EXISTS durable_runs_created ON durable_runs (created_at)",
+        "CREATE INDEX IF NOT EXISTS durable_runs_parent ON durable_runs (parent_id)",
+        "CREATE INDEX IF NOT EXISTS durable_runs_status_lease ON durable_runs (status, lease_until)",  # noqa: E501
+        "CREATE TABLE IF NOT EXISTS durable_history ( run_id TEXT NOT NULL, position INTEGER NOT "
+        "NULL, kind TEXT NOT NULL, name TEXT NOT NULL, call_hash TEXT NOT NULL, status TEXT NOT "
+        "NULL, input BLOB, output BLOB, error BLOB, attempts INTEGER NOT NULL, started_at DOUBLE, "
+        "finished_at DOUBLE, epoch INTEGER NOT NULL, PRIMARY KEY (run_id, position) ) WITHOUT ROWID",  # noqa: E501
+        'CREATE TABLE IF NOT EXISTS durable_meta ( "key" TEXT NOT NULL, value TEXT NOT NULL, '
+        'PRIMARY KEY ("key") )',
+    ],
+    "postgres": [
+        "CREATE TABLE IF NOT EXISTS durable_runs ( id TEXT NOT NULL, workflow TEXT NOT NULL, "
+        "status TEXT NOT NULL, input BYTEA NOT NULL, call_hash TEXT NOT NULL, output BYTEA, "
+        "error BYTEA, epoch INTEGER NOT NULL, lease_owner TEXT, lease_until DOUBLE PRECISION, "
+        "recoveries INTEGER NOT NULL, parent_id TEXT, created_at DOUBLE PRECISION NOT NULL, "
+        "updated_at DOUBLE PRECISION NOT NULL, finished_at DOUBLE PRECISION, PRIMARY KEY (id) )",
+        "CREATE INDEX IF NOT EXISTS durable_runs_created ON durable_runs (created_at)",
+        "CREATE INDEX IF NOT EXISTS durable_runs_parent ON durable_runs (parent_id)",
+        "CREATE INDEX IF NOT EXISTS durable_runs_status_lease ON durable_runs (status, lease_until)",  # noqa: E501
+        "CREATE TABLE IF NOT EXISTS durable_history ( run_id TEXT NOT NULL, position INTEGER NOT "
+        "NULL, kind TEXT NOT NULL, name TEXT NOT NULL, call_hash TEXT NOT NULL, status TEXT NOT "
+        "NULL, input BYTEA, output BYTEA, error BYTEA, attempts INTEGER NOT NULL, started_at "
+        "DOUBLE PRECISION, finished_at DOUBLE PRECISION, epoch INTEGER NOT NULL, PRIMARY KEY "
+        "(run_id, position) )",
+        "CREATE TABLE IF NOT EXISTS durable_meta ( key TEXT NOT NULL, value TEXT NOT NULL, "
+        "PRIMARY KEY (key) )",
+    ],
+}
+V1_DATA = [
+    "INSERT INTO durable_meta (key, value) VALUES ('schema_version', '1')",
+    "INSERT INTO durable_runs (id, workflow, status, input, call_hash, epoch, recoveries, "
+    "created_at, updated_at) VALUES ('old-run', 'app.flow', 'running', '', 'v1:00', 1, 0, 1, 1)",
+]
+
+
+class Database:
+    """Raw access to one test database, for building old shapes and reading schemas."""
+
+    def __init__(self, kind: str, url: str) -> None:
+        self.kind, self.url = kind, url
+
+    def execute(self, statement: str) -> list[tuple[Any, ...]]:
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.url.removeprefix("sqlite:///")) as conn:
+                return conn.execute(statement).fetchall()
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cursor = conn.execute(statement)
+            return cursor.fetchall() if cursor.description else []
+
+    def shape(self) -> dict[str, Any]:
+        """Columns (name, type, nullability, default) and index definitions, per table."""
+        if self.kind == "sqlite":
+            tables = [
+                t for (t,) in self.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            ]
+            return {
+                "columns": {
+                    t: sorted(
+                        (name, kind, notnull, default)
+                        for _, name, kind, notnull, default, _ in self.execute(
+                            f"PRAGMA table_info({t})"
+                        )
+                    )
+                    for t in tables
+                },
+                "indexes": sorted(
+                    " ".join(sql.replace("IF NOT EXISTS ", "").split())
+                    for (sql,) in self.execute(
+                        "SELECT sql FROM sqlite_master WHERE type='index' AND sql IS NOT NULL"
+                    )
+                ),
+            }
+        columns = self.execute(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = current_schema()"
+        )
+        indexes = self.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+        )
+        per_table: dict[str, list[Any]] = {}
+        for table, *rest in columns:
+            per_table.setdefault(table, []).append(tuple(rest))
+        schema = self.execute("SELECT current_schema()")[0][0]
+        return {
+            "columns": {t: sorted(c) for t, c in per_table.items()},
+            "indexes": sorted(d.replace(f"{schema}.", "") for (d,) in indexes),
+        }
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def two_databases(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """Two empty databases of one kind."""
+    if request.param == "sqlite":
+        yield (
+            Database("sqlite", f"sqlite:///{tmp_path / 'old.db'}"),
+            Database("sqlite", f"sqlite:///{tmp_path / 'new.db'}"),
+        )
+        return
+    schemas: PostgresSchemas = request.getfixturevalue("pg_schemas")
+    yield Database("postgres", schemas.new_url()), Database("postgres", schemas.new_url())
+
+
+def test_migrating_v1_gives_the_current_schema_and_keeps_data(two_databases: Any) -> None:
+    """A version-1 database, opened by today's code, has the same shape as a new one."""
+    old, new = two_databases
+    for statement in V1[old.kind] + V1_DATA:
+        old.execute(statement)
+    SQLBackend(old.url).close()
+    SQLBackend(new.url).close()
+    assert old.shape() == new.shape()
+    assert old.execute("SELECT value FROM durable_meta WHERE key = 'schema_version'") == [
+        (str(_schema.SCHEMA_VERSION),)
+    ]
+    backend = SQLBackend(old.url)
+    try:
+        run = backend.get_run("old-run")
+        assert run is not None and run.status is RunStatus.RUNNING
+        assert (run.queue, run.priority, run.cancel_requested) == ("default", 0, False)
+    finally:
+        backend.close()
+
+
+def test_every_version_has_a_migration() -> None:
+    """MIGRATIONS covers every step from version 1 to the current one."""
+    assert sorted(_schema.MIGRATIONS) == list(range(1, _schema.SCHEMA_VERSION))
