@@ -10,10 +10,13 @@ from . import errors
 from ._config import configure, get_engine
 from ._decorators import Call, Task, Workflow, task, workflow
 from ._engine import Engine
+from ._handles import Handle, cancel, dispatch, get, wait
 from ._primitives import execute, execute_async, now, random, recover, task_key, uuid4
 from ._records import Run, RunStatus, Step, StepKind, StepStatus
 from ._retry import RetryPolicy
+from ._worker import Worker
 from .errors import (
+    Cancelled,
     DurableError,
     IdempotencyConflict,
     NondeterminismError,
@@ -23,8 +26,10 @@ from .errors import (
 
 __all__ = [
     "Call",
+    "Cancelled",
     "DurableError",
     "Engine",
+    "Handle",
     "IdempotencyConflict",
     "NonRetryable",
     "NondeterminismError",
@@ -36,11 +41,15 @@ __all__ = [
     "StepKind",
     "StepStatus",
     "Task",
+    "Worker",
     "Workflow",
+    "cancel",
     "configure",
+    "dispatch",
     "errors",
     "execute",
     "execute_async",
+    "get",
     "get_engine",
     "now",
     "random",
@@ -48,5 +57,6 @@ __all__ = [
     "task",
     "task_key",
     "uuid4",
+    "wait",
     "workflow",
 ]

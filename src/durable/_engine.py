@@ -1,8 +1,9 @@
 """The engine: one database, the runs this process executes on it, and their leases.
 
-`execute` creates a run (or joins the existing run with the same id), executes it in
-the calling thread under a lease, and returns its outcome. A heartbeat thread keeps
-the leases of running runs alive. `recover` resumes runs whose owner is gone.
+`execute_call` creates a run (or joins the existing run with the same id), executes it
+in the calling thread under a lease, and returns its outcome. `dispatch_call` queues a
+run for a worker. A heartbeat thread keeps the leases of running runs alive, and
+`recover` resumes runs whose owner is gone.
 """
 
 from __future__ import annotations
@@ -19,21 +20,23 @@ from typing import Any
 from . import _error_payload, _owner, _registry, _serde
 from ._clock import SYSTEM_CLOCK, Clock
 from ._context import current
-from ._decorators import Call, Durable, Task
+from ._decorators import Call, Durable
+from ._execution import drive, drive_async
 from ._fanout import Fanout
 from ._hashing import call_hash
-from ._records import NewRun, Run, RunStatus
-from ._runner import Abandoned, RunContext, run_coroutine
+from ._records import NewRun, Run, RunStatus, Step
+from ._runner import Abandoned, RunContext
 from .backends import Backend, MemoryBackend
 from .errors import (
+    Cancelled,
     ConfigurationError,
     IdempotencyConflict,
-    LeaseLost,
-    NondeterminismError,
     PayloadError,
+    RunDead,
     RunNotFound,
     SerializationError,
     StorageError,
+    WaitTimeout,
 )
 
 log = logging.getLogger("durable")
@@ -50,11 +53,9 @@ def open_backend(url: str, *, clock: Clock = SYSTEM_CLOCK) -> Backend:
 
     try:
         return SQLBackend(url)
-    except ConfigurationError:
+    except (ConfigurationError, StorageError):
         raise
     except Exception as error:
-        if isinstance(error, StorageError):
-            raise
         raise ConfigurationError(f"Cannot use database URL: {error}") from None
 
 
@@ -73,6 +74,9 @@ class Engine:
         allow_pickle: store values JSON cannot express with cloudpickle, and load them.
         clock: where time comes from (tests pass a virtual clock).
         max_threads: the most threads parallel calls may use at once.
+        max_recoveries: how many times a run's owner may die while running it before
+            the run is given up as DEAD (a crash-looping run must not take workers down
+            one after another).
     """
 
     def __init__(
@@ -84,14 +88,20 @@ class Engine:
         allow_pickle: bool = True,
         clock: Clock = SYSTEM_CLOCK,
         max_threads: int = 32,
+        max_recoveries: int = 10,
     ) -> None:
         if lease <= 0:
             raise ConfigurationError(f"lease must be a positive number of seconds, got {lease}.")
+        if max_recoveries < 1:
+            raise ConfigurationError(f"max_recoveries must be at least 1, got {max_recoveries}.")
         self.backend: Backend = backend or open_backend(url or DEFAULT_URL, clock=clock)
         self.lease = lease
         self.allow_pickle = allow_pickle
         self.clock = clock
+        self.max_recoveries = max_recoveries
         self.branches = Fanout(max_threads)
+        #: runs to hand back at their next durable call (a worker shutting down).
+        self.draining: set[str] = set()
         self._owner = _owner.new_owner()
         self._active: dict[str, int] = {}  # run id -> epoch, for runs executing here
         self._lock = threading.Lock()
@@ -126,6 +136,13 @@ class Engine:
             data, allow_pickle=self.allow_pickle, run_id=run_id, position=position
         )
 
+    def error_of(self, run: Run) -> bytes:
+        """The stored error of a finished run that did not complete (synthesized for a
+        run cancelled before it ever started, which has none)."""
+        if run.error is not None:
+            return run.error
+        return self.dump_error(Cancelled(run.id))
+
     def preview(self, arguments: Mapping[str, Any]) -> bytes | None:
         """A task's arguments for display, when they are plain data; never pickled."""
         try:
@@ -133,20 +150,20 @@ class Engine:
         except SerializationError:
             return None
 
-    # -- executing -------------------------------------------------------------------
+    # -- creating and joining runs ---------------------------------------------------
 
     def execute_call(
         self, call: Call[Any], *, run_id: str | None = None, parent_id: str | None = None
     ) -> Any:
-        """Run *call* durably as its own run and return its outcome.
+        """Run *call* durably as its own run, in this thread, and return its outcome.
 
         With a *run_id* that exists already, the stored run is joined: its recorded
         outcome is returned, or it is resumed (or awaited, if a live owner has it).
         """
-        run, created = self._create(call, run_id, parent_id)
+        run, created = self._create(call, run_id, parent_id, owner=self.owner)
         if created:
-            return self._drive(run, call, ())
-        return self._join(run, call.target)
+            return drive(self, run, call, (), await_others=True)
+        return self.join(run, call.target)
 
     async def execute_call_async(
         self, call: Call[Any], *, run_id: str | None = None, parent_id: str | None = None
@@ -156,27 +173,39 @@ class Engine:
             return await asyncio.to_thread(
                 self.execute_call, call, run_id=run_id, parent_id=parent_id
             )
-        run, created = self._create(call, run_id, parent_id)
+        run, created = self._create(call, run_id, parent_id, owner=self.owner)
         if not created:
-            return await asyncio.to_thread(self._join, run, call.target)
-        context, token = self._begin(run, ())
-        try:
-            value = await self._body(context, call)
-        except BaseException as error:
-            self._end(context, token)
-            return self._ended_with_error(context, run, call.target, error)
-        self._end(context, token)
-        return self._ended_with_value(context, run, call.target, value)
+            return await asyncio.to_thread(self.join, run, call.target)
+        return await drive_async(self, run, call)
+
+    def dispatch_call(
+        self,
+        call: Call[Any],
+        *,
+        run_id: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        parent_id: str | None = None,
+    ) -> Run:
+        """Queue *call* as a run for a worker; return it (the existing one for a known id)."""
+        run, _ = self._create(call, run_id, parent_id, owner=None, queue=queue, priority=priority)
+        return run
 
     def _create(
-        self, call: Call[Any], run_id: str | None, parent_id: str | None
+        self,
+        call: Call[Any],
+        run_id: str | None,
+        parent_id: str | None,
+        *,
+        owner: str | None,
+        queue: str = "default",
+        priority: int = 0,
     ) -> tuple[Run, bool]:
         target = call.target
-        kind = target.kind.value
         try:
             payload = self.dump(
                 {"args": list(call.args), "kwargs": call.kwargs},
-                f"the arguments of {kind} {target.name!r}",
+                f"the arguments of {target.kind.value} {target.name!r}",
             )
         except SerializationError:
             self._name_bad_argument(call)
@@ -187,9 +216,11 @@ class Engine:
             workflow=target.name,
             input=payload,
             call_hash=digest,
-            owner=self.owner,
+            owner=owner,
             lease=self.lease,
             parent_id=parent_id,
+            queue=queue,
+            priority=priority,
         )
         run, created = self.backend.create_run(new)
         if not created and (run.workflow != target.name or run.call_hash != digest):
@@ -206,33 +237,43 @@ class Engine:
         for name, value in call.arguments.items():
             self.dump(value, f"argument {name!r} of {call.target.kind.value} {call.target.name!r}")
 
-    def _join(self, run: Run, target: Durable[..., Any]) -> Any:
+    def join(self, run: Run, target: Durable[..., Any]) -> Any:
         """Return the outcome of an existing run: recorded, resumed here, or awaited."""
-        delay = 0.005
+        watch = self.backend.watch([f"run:{run.id}"])
         while True:
             if run.status.finished:
-                return self._outcome(run)
+                return self.outcome(run)
             if run.id not in self._active:
-                dead = run.lease_owner if _owner.is_dead(run.lease_owner) else None
-                claimed = self.backend.claim_run(
-                    run.id, owner=self.owner, lease=self.lease, epoch=run.epoch, dead_owner=dead
-                )
-                if claimed is not None:
-                    return self._resume(claimed, target)
+                claimed = self.claim(run)
+                if claimed is not None and claimed.status is RunStatus.RUNNING:
+                    return self.resume(claimed, target, await_others=True)
             # A live owner has it: wait for its outcome, or for its lease to run out.
-            self.clock.sleep(delay)
-            delay = min(delay * 2, 0.5)
-            latest = self.backend.get_run(run.id)
-            if latest is None:
-                raise RunNotFound(f"Run {run.id!r} disappeared while waited for.", run_id=run.id)
-            run = latest
+            watch.wait(1.0)
+            run = self.reread(run.id)
 
-    def _outcome(self, run: Run) -> Any:
-        if run.status is RunStatus.COMPLETED:
-            return self.load(run.output or b"", run.id, None)
-        raise self.load_error(run.error or b"", run.id, None)
+    def claim(self, run: Run) -> Run | None:
+        """Take *run* over if its owner is gone (or it waits for one); None if someone
+        else has it. A run whose owners keep dying is given up instead (status DEAD)."""
+        dead = run.lease_owner if _owner.is_dead(run.lease_owner) else None
+        claimed = self.backend.claim_run(
+            run.id, owner=self.owner, lease=self.lease, epoch=run.epoch, dead_owner=dead
+        )
+        if claimed is None or claimed.recoveries < self.max_recoveries:
+            return claimed
+        error = RunDead(
+            f"Run {run.id!r} was given up: its owner died {claimed.recoveries} times while "
+            "running it (max_recoveries). A task probably crashes its process (out of memory, "
+            "a native crash, os._exit). Fix the cause, then retry the run.",
+            run_id=run.id,
+            recoveries=claimed.recoveries,
+        )
+        self.backend.finish_run(
+            claimed.id, claimed.epoch, RunStatus.DEAD, error=self.dump_error(error)
+        )
+        log.error("%s", error)
+        return self.reread(run.id)
 
-    def _resume(self, run: Run, target: Durable[..., Any]) -> Any:
+    def resume(self, run: Run, target: Durable[..., Any], *, await_others: bool) -> Any:
         """Continue a run this engine has just claimed, replaying its history."""
         try:
             stored = self.load(run.input, run.id, None)
@@ -245,101 +286,74 @@ class Engine:
             )  # fmt: skip
             self.backend.finish_run(run.id, run.epoch, RunStatus.FAILED, error=self.dump_error(bad))
             raise bad from None
-        return self._drive(run, call, self.backend.load_history(run.id))
+        return drive(self, run, call, self.backend.load_history(run.id), await_others=await_others)
 
-    def _begin(self, run: Run, history: Sequence[Any]) -> tuple[RunContext, Any]:
+    def outcome(self, run: Run) -> Any:
+        """Return a finished run's result, or raise its error (of the original type)."""
+        if run.status is RunStatus.COMPLETED:
+            return self.load(run.output or b"", run.id, None)
+        raise self.load_error(self.error_of(run), run.id, None)
+
+    def reread(self, run_id: str) -> Run:
+        """The stored run, or RunNotFound."""
+        run = self.backend.get_run(run_id)
+        if run is None:
+            raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
+        return run
+
+    def wait_for_run(
+        self, run_id: str, *, timeout: float | None = None, context: RunContext | None = None
+    ) -> Run:
+        """Block until run *run_id* has finished; return it.
+
+        Waits on notifications (LISTEN/NOTIFY on PostgreSQL, in-process otherwise),
+        re-reading the run at least every second.
+
+        Raises:
+            WaitTimeout: *timeout* seconds passed first.
+        """
+        watch = self.backend.watch([f"run:{run_id}"])
+        deadline = None if timeout is None else self.clock.now() + timeout
+        while True:
+            run = self.reread(run_id)
+            if run.status.finished:
+                return run
+            if context is not None and context.run_id in self.draining:
+                raise context.poison(Abandoned(None))
+            left = 1.0 if deadline is None else deadline - self.clock.now()
+            if left <= 0:
+                raise WaitTimeout(
+                    f"Run {run_id!r} did not finish within {timeout} s (it is {run.status}).",
+                    run_id=run_id,
+                )
+            watch.wait(min(left, 1.0))
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run and its children. False if it had already finished (a no-op)."""
+        run = self.backend.cancel_run(run_id)
+        if run is None:
+            raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
+        return run.status is RunStatus.CANCELLED or run.cancel_requested
+
+    # -- executing here --------------------------------------------------------------
+
+    def enter(self, run: Run, history: Sequence[Step]) -> tuple[RunContext, Any]:
+        """Start executing *run* here: heartbeat it and make it the current context."""
         context = RunContext(self, run, history)
         with self._lock:
             self._active[run.id] = run.epoch
         self._ensure_heartbeat()
         return context, current.set(context)
 
-    def _end(self, context: RunContext, token: Any) -> None:
+    def leave(self, context: RunContext, token: Any) -> None:
+        """Stop executing a run here."""
         current.reset(token)
         with self._lock:
             self._active.pop(context.run_id, None)
+        self.draining.discard(context.run_id)
 
-    def _body(self, context: RunContext, call: Call[Any]) -> Any:
-        """Call the workflow function (a task run is one durable call at position 0)."""
-        target = call.target
-        if isinstance(target, Task):
-            position = context.replay.allocate()
-            if target.is_async:
-                return context.step_async(position, call)
-            return context.step(position, call)
-        return target.fn(*call.args, **call.kwargs)
-
-    def _drive(self, run: Run, call: Call[Any], history: Sequence[Any]) -> Any:
-        context, token = self._begin(run, history)
-        try:
-            value = self._body(context, call)
-            if asyncio.iscoroutine(value):
-                value = run_coroutine(value)
-        except BaseException as error:
-            # Leave the run first: settling may mean waiting for, or re-claiming, it.
-            self._end(context, token)
-            return self._ended_with_error(context, run, call.target, error)
-        self._end(context, token)
-        return self._ended_with_value(context, run, call.target, value)
-
-    def _ended_with_value(
-        self, context: RunContext, run: Run, target: Durable[..., Any], value: Any
-    ) -> Any:
-        try:
-            context.check()
-            context.replay.check_complete()
-        except BaseException as error:
-            return self._ended_with_error(context, run, target, error)
-        try:
-            output = self.dump(value, f"the result of run {run.id!r} ({target.name})")
-        except SerializationError as error:
-            return self._ended_with_error(context, run, target, error)
-        if self.backend.finish_run(run.id, run.epoch, RunStatus.COMPLETED, output=output):
-            return value
-        return self._join(self._reread(run.id), target)
-
-    def _ended_with_error(
-        self, context: RunContext, run: Run, target: Durable[..., Any], error: BaseException
-    ) -> Any:
-        fatal = context.fatal
-        if fatal is None and isinstance(error, Exception):
-            try:
-                context.replay.check_complete()
-            except NondeterminismError as diverged:
-                fatal = diverged
-        abandoned = fatal if isinstance(fatal, Abandoned) else error
-        if isinstance(abandoned, Abandoned):
-            cause = abandoned.cause
-            if isinstance(cause, LeaseLost):
-                log.info("run %s: lease lost to another owner; waiting for its outcome", run.id)
-                return self._join(self._reread(run.id), target)
-            self._release_quietly(run)
-            raise cause from None
-        if isinstance(fatal, NondeterminismError):
-            self.backend.finish_run(
-                run.id, run.epoch, RunStatus.BLOCKED, error=self.dump_error(fatal)
-            )
-            raise fatal from None
-        if fatal is not None:
-            error = fatal
-        elif not isinstance(error, Exception):
-            # KeyboardInterrupt, SystemExit...: not the workflow's outcome. Let go of the
-            # run so that another process (or a later call) resumes it at once.
-            self._release_quietly(run)
-            raise error
-        if self.backend.finish_run(
-            run.id, run.epoch, RunStatus.FAILED, error=self.dump_error(error)
-        ):
-            raise error
-        return self._join(self._reread(run.id), target)
-
-    def _reread(self, run_id: str) -> Run:
-        run = self.backend.get_run(run_id)
-        if run is None:
-            raise RunNotFound(f"Run {run_id!r} does not exist.", run_id=run_id)
-        return run
-
-    def _release_quietly(self, run: Run) -> None:
+    def release_quietly(self, run: Run) -> None:
+        """Hand a run back (QUEUED) so that another owner continues it at once."""
         try:
             self.backend.release_run(run.id, run.epoch)
         except Exception:
@@ -391,41 +405,46 @@ class Engine:
         for run in candidates:
             if run.parent_id in ids or run.id in self._active:
                 continue  # a parent resumes its own children
-            target = _registry.find(run.workflow)
-            if target is None:
-                self._warn_unknown(run)
-                continue
-            dead = run.lease_owner if _owner.is_dead(run.lease_owner) else None
-            mine = self.backend.claim_run(
-                run.id, owner=self.owner, lease=self.lease, epoch=run.epoch, dead_owner=dead
-            )
-            if mine is not None:
+            target = self.known(run)
+            mine = self.claim(run) if target is not None else None
+            if target is not None and mine is not None and mine.status is RunStatus.RUNNING:
                 claimed.append((mine, target))
         if claimed:
             pool = ThreadPoolExecutor(min(len(claimed), 16), thread_name_prefix="durable-recover")
             for run, target in claimed:
-                pool.submit(self._resume_quietly, run, target)
+                pool.submit(self.resume_quietly, run, target)
             pool.shutdown(wait=wait)
         return [run.id for run, _ in claimed]
 
-    def _warn_unknown(self, run: Run) -> None:
-        if run.workflow in self._warned_unknown:
+    def known(self, run: Run) -> Durable[..., Any] | None:
+        """The function a run needs, or None (logged once per name) if not registered."""
+        target = _registry.find(run.workflow)
+        if target is None:
+            self.warn_unknown(run.workflow, f"run {run.id}")
+        return target
+
+    def warn_unknown(self, name: str, who: str) -> None:
+        """Log, once per name, that *who* needs a function this process does not have."""
+        if name in self._warned_unknown:
             return
-        self._warned_unknown.add(run.workflow)
+        self._warned_unknown.add(name)
         log.error(
-            "run %s needs %r, which is not registered in this process: import the module "
-            "that defines it. The run is left untouched until then.",
-            run.id,
-            run.workflow,
+            "%s needs %r, which is not registered in this process: import the module that "
+            "defines it. Such runs are left for a process that knows them.",
+            who,
+            name,
         )
 
-    def _resume_quietly(self, run: Run, target: Durable[..., Any]) -> None:
+    def resume_quietly(
+        self, run: Run, target: Durable[..., Any], *, await_others: bool = True
+    ) -> None:
+        """`resume`, logging the outcome instead of raising it (it is recorded anyway)."""
         try:
-            self._resume(run, target)
-        except Exception as error:
+            self.resume(run, target, await_others=await_others)
+        except (Exception, Cancelled) as error:
             log.info("run %s ended with %s: %s", run.id, type(error).__name__, error)
         except BaseException:
-            log.exception("run %s: recovery interrupted", run.id)
+            log.exception("run %s: execution interrupted", run.id)
 
     # -- life cycle ------------------------------------------------------------------
 

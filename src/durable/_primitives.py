@@ -127,9 +127,7 @@ async def execute_async(target: Any, /, *args: Any, id: str | None = None, **kwa
                 "id= is for application code; inside a workflow, child ids are derived."
             )
         if single:
-            position = context.replay.allocate()
-            context.check()
-            return await context.step_async(position, calls[0])
+            return await context.step_async(context.allocate(), calls[0])
         return tuple(await context.parallel_async(calls))
     engine = get_engine()
     if single:

@@ -62,3 +62,9 @@ def lookup(name: str, *, run_id: str | None = None) -> Durable[Any, Any]:
 def find(name: str) -> Durable[Any, Any] | None:
     """Return the workflow or task registered as *name*, or None."""
     return _by_name.get(name)
+
+
+def names() -> list[str]:
+    """Every registered name: what a worker in this process can run."""
+    with _lock:
+        return sorted(_by_name)

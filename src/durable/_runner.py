@@ -2,16 +2,19 @@
 
 `RunContext` is what `current` holds while a workflow body runs. Each durable call
 takes a position, asks the cursor whether it is recorded, and either replays the
-recorded outcome or runs the call and records it with one fenced write.
+recorded outcome or runs the call and records it with one fenced write. Child
+workflows, dispatch and join live in `_children.py`.
 
-Three things end an execution early and cannot be caught by workflow code:
+Some conditions end an execution early, whatever the workflow code does:
 
 * divergence from the history (`NondeterminismError`) or an unreadable row
-  (`PayloadError`): the error is raised into the workflow, and remembered, so that
-  every later durable call raises it again and the run ends blocked or failed
-  whatever the workflow does with it;
-* a lost lease or a storage failure: `Abandoned` (a BaseException) unwinds the
-  workflow; nothing more may be written, and another owner will continue the run.
+  (`PayloadError`): raised into the workflow and remembered, so that every later
+  durable call raises it again and the run ends blocked or failed;
+* a lost lease, a storage failure, or the worker draining for shutdown: `Abandoned`
+  (a BaseException) unwinds the workflow; nothing more is written here.
+
+A cancellation request is delivered once, at the next new durable call, as
+`Cancelled`; the delivery point is recorded, so replay raises it at the same place.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import _children
 from ._context import TaskScope, current
 from ._decorators import Call, Task
 from ._hashing import call_hash
 from ._records import Run, Step, StepKind, StepStatus
 from ._replay import Replay, describe
 from .errors import (
-    IdempotencyConflict,
+    Cancelled,
     LeaseLost,
     NondeterminismError,
     PayloadError,
@@ -42,12 +46,19 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+_CANCEL = "durable.cancel"
+_CANCEL_HASH = call_hash(StepKind.CANCEL, _CANCEL, {})
+
 
 class Abandoned(BaseException):
-    """Unwinds a workflow whose execution must stop: lease lost or storage failed."""
+    """Unwinds a workflow whose execution must stop here.
 
-    def __init__(self, cause: LeaseLost | StorageError) -> None:
-        super().__init__(str(cause))
+    *cause* is the lost lease or storage failure, or None when the worker is draining
+    for shutdown and hands the run back.
+    """
+
+    def __init__(self, cause: LeaseLost | StorageError | None) -> None:
+        super().__init__(str(cause) if cause else "released for shutdown")
         self.cause = cause
 
 
@@ -81,68 +92,43 @@ class RunContext:
         self.engine = engine
         self.run_id = run.id
         self.epoch = run.epoch
+        self.queue = run.queue
         self.replay = Replay(run.id, history)
         #: the divergence, unreadable row or abandonment that ends this execution.
         self.fatal: BaseException | None = None
+        self.cancel_requested = run.cancel_requested
+        self.cancel_delivered = False
 
-    # -- entry points ----------------------------------------------------------------
+    # -- positions -------------------------------------------------------------------
 
-    def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A workflow or task called inside the workflow (from `Durable.__call__`)."""
-        return self.run_call(Call(target, args, kwargs, target.bind_arguments(args, kwargs)))
-
-    def run_call(self, call: Call[Any]) -> Any:
-        """Run one durable call at the next position; async targets return a coroutine."""
+    def allocate(self, count: int = 1) -> int:
+        """Take the next *count* positions; deliver a pending cancellation there instead."""
         self.check()
-        position = self.replay.allocate()
-        if call.target.is_async:
-            return self.step_async(position, call)
-        return self.step(position, call)
-
-    def parallel(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """Run *calls* concurrently at consecutive positions; results in argument order.
-
-        Every call finishes (and is recorded) before this returns; if any failed, the
-        first failure in argument order is raised, so replay raises the same one.
-        """
-        self.check()
-        first = self.replay.allocate(len(calls))
-        futures = [
-            self.engine.branches.submit(self._branch(first + i, c)) for i, c in enumerate(calls)
-        ]
-        return self._gather(futures)
-
-    def _branch(self, position: int, call: Call[Any]) -> Callable[[], Any]:
-        if call.target.is_async:
-            return lambda: run_coroutine(self.step_async(position, call))
-        return lambda: self.step(position, call)
-
-    def _gather(self, futures: Sequence[Future[Any]]) -> list[Any]:
-        results: list[Any] = []
-        failure: BaseException | None = None
-        for future in futures:
-            error = future.exception()
-            if error is None:
-                results.append(future.result())
-            elif failure is None:
-                failure = error
-        self.check()
-        if failure is not None:
-            raise failure
-        return results
-
-    async def parallel_async(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
-        self.check()
-        first = self.replay.allocate(len(calls))
-        outcomes = await asyncio.gather(
-            *(self.step_async(first + i, c) for i, c in enumerate(calls)), return_exceptions=True
-        )
-        self.check()
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return list(outcomes)
+        if self.run_id in self.engine.draining:
+            raise self.poison(Abandoned(None))
+        first = self.replay.allocate(count)
+        recorded = self.replay.recorded(first)
+        if recorded is not None and recorded.kind is StepKind.CANCEL:
+            self.cancel_delivered = True
+            raise Cancelled(self.run_id)
+        if recorded is None and self.cancel_requested and not self.cancel_delivered:
+            self.cancel_delivered = True
+            now = self.engine.clock.now()
+            marker = Step(
+                run_id=self.run_id,
+                position=first,
+                kind=StepKind.CANCEL,
+                name=_CANCEL,
+                call_hash=_CANCEL_HASH,
+                status=StepStatus.COMPLETED,
+                output=b"jnull",
+                started_at=now,
+                finished_at=now,
+                epoch=self.epoch,
+            )
+            self.record(marker)
+            raise Cancelled(self.run_id)
+        return first
 
     def check(self) -> None:
         """Raise the fatal condition, if any: once set, no durable call may proceed."""
@@ -157,32 +143,93 @@ class RunContext:
             self.fatal = error
         return error
 
+    # -- entry points ----------------------------------------------------------------
+
+    def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A workflow or task called inside the workflow (from `Durable.__call__`)."""
+        return self.run_call(Call(target, args, kwargs, target.bind_arguments(args, kwargs)))
+
+    def run_call(self, call: Call[Any]) -> Any:
+        """Run one durable call at the next position; async targets return a coroutine."""
+        position = self.allocate()
+        if call.target.is_async:
+            return self.step_async(position, call)
+        return self.step(position, call)
+
+    def parallel(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Run *calls* concurrently at consecutive positions; results in argument order.
+
+        Every call finishes (and is recorded) before this returns; if any failed, the
+        first failure in argument order is raised, so replay raises the same one.
+        """
+        first = self.allocate(len(calls))
+        futures = [
+            self.engine.branches.submit(self._branch(first + i, c)) for i, c in enumerate(calls)
+        ]
+        return self._gather([f.exception() or f.result() for f in futures])
+
+    def _branch(self, position: int, call: Call[Any]) -> Callable[[], Any]:
+        if call.target.is_async:
+            return lambda: run_coroutine(self.step_async(position, call))
+        return lambda: self.step(position, call)
+
+    async def parallel_async(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
+        first = self.allocate(len(calls))
+        outcomes = await asyncio.gather(
+            *(self.step_async(first + i, c) for i, c in enumerate(calls)), return_exceptions=True
+        )
+        return self._gather(outcomes)
+
+    def _gather(self, outcomes: Sequence[Any]) -> list[Any]:
+        self.check()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return list(outcomes)
+
     # -- one position ------------------------------------------------------------------
 
-    def _decide(self, position: int, call: Call[Any]) -> Pending | Step:
+    def pending(
+        self,
+        position: int,
+        call: Call[Any],
+        digest: str,
+        *,
+        kind: StepKind | None = None,
+        recorded: Step | None = None,
+    ) -> Pending:
+        """A call to run at *position* (*kind* when it is recorded as something else)."""
+        return Pending(position, call, digest, recorded, kind=kind)
+
+    def decide(self, position: int, kind: StepKind, name: str, digest: str) -> Step | None:
+        """The recorded step at *position* for this call, or None; poisons on divergence."""
+        try:
+            return self.replay.decide(position, kind, name, digest)
+        except NondeterminismError as error:
+            raise self.poison(error) from None
+
+    def _pending(self, position: int, call: Call[Any]) -> Pending | Step:
         """The recorded finished step to replay, or the pending call to run."""
         target = call.target
         digest = call_hash(target.kind, target.name, call.arguments)
-        try:
-            recorded = self.replay.decide(position, target.kind, target.name, digest)
-        except NondeterminismError as error:
-            raise self.poison(error) from None
+        recorded = self.decide(position, target.kind, target.name, digest)
         if recorded is not None and recorded.status.finished:
             return recorded
-        return Pending(position, call, digest, recorded)
+        return self.pending(position, call, digest, recorded=recorded)
 
     def step(self, position: int, call: Call[Any]) -> Any:
         """Replay or run *call* at *position*, synchronously."""
-        pending = self._decide(position, call)
+        pending = self._pending(position, call)
         if isinstance(pending, Step):
             return self.replayed(pending)
         if isinstance(call.target, Task):
             return self._task(pending)
-        return self._child(pending)
+        return _children.run_child(self, pending)
 
     async def step_async(self, position: int, call: Call[Any]) -> Any:
         """Replay or run *call* at *position*, awaiting async bodies on this loop."""
-        pending = self._decide(position, call)
+        pending = self._pending(position, call)
         if isinstance(pending, Step):
             return self.replayed(pending)
         if not call.target.is_async:
@@ -190,7 +237,7 @@ class RunContext:
             return await asyncio.to_thread(contextvars.Context().run, self.step, position, call)
         if isinstance(call.target, Task):
             return await self._task_async(pending)
-        return await self._child_async(pending)
+        return await _children.run_child_async(self, pending)
 
     def replayed(self, step: Step) -> Any:
         """Return (or raise) the recorded outcome of a finished step."""
@@ -200,17 +247,15 @@ class RunContext:
             error = self.engine.load_error(step.error or b"", self.run_id, step.position)
         except PayloadError as bad:
             raise self.poison(bad) from None
+        if isinstance(error, Cancelled):
+            self.cancel_delivered = True  # a Cancelled reached this workflow: that was it
         raise error
 
     def record_value(self, kind: StepKind, name: str, produce: Callable[[], Any]) -> Any:
         """A recorded helper (`durable.now()` and friends): the value is made once."""
-        self.check()
-        position = self.replay.allocate()
+        position = self.allocate()
         digest = call_hash(kind, name, {})
-        try:
-            recorded = self.replay.decide(position, kind, name, digest)
-        except NondeterminismError as error:
-            raise self.poison(error) from None
+        recorded = self.decide(position, kind, name, digest)
         if recorded is not None:
             return self.replayed(recorded)
         value = produce()
@@ -221,14 +266,14 @@ class RunContext:
             status=StepStatus.COMPLETED, output=output, started_at=now, finished_at=now,
             epoch=self.epoch,
         )  # fmt: skip
-        return self._settle(step, value)
+        return self.settle(step, value)
 
     # -- tasks ---------------------------------------------------------------------------
 
     def _task(self, pending: Pending) -> Any:
         task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
         while True:
-            token = current.set(TaskScope(self.run_id, pending.position, self._attempt(pending)))
+            token = current.set(TaskScope(self.run_id, pending.position, self.attempt(pending)))
             try:
                 if task.is_async:
                     value = run_coroutine(task.fn(*pending.call.args, **pending.call.kwargs))
@@ -242,12 +287,12 @@ class RunContext:
                 continue
             finally:
                 current.reset(token)
-            return self._succeeded(pending, value)
+            return self.succeeded(pending, value)
 
     async def _task_async(self, pending: Pending) -> Any:
         task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
         while True:
-            token = current.set(TaskScope(self.run_id, pending.position, self._attempt(pending)))
+            token = current.set(TaskScope(self.run_id, pending.position, self.attempt(pending)))
             try:
                 value = await task.fn(*pending.call.args, **pending.call.kwargs)
             except Exception as error:
@@ -258,19 +303,21 @@ class RunContext:
                 continue
             finally:
                 current.reset(token)
-            return self._succeeded(pending, value)
+            return self.succeeded(pending, value)
 
-    def _attempt(self, pending: Pending) -> int:
+    def attempt(self, pending: Pending) -> int:
+        """Start one more attempt at *pending*; return its number (from 1)."""
         pending.start(self.engine.clock.now())
         return pending.next_attempt()
 
-    def _step_for(self, pending: Pending, status: StepStatus, **outcome: Any) -> Step:
+    def step_for(self, pending: Pending, status: StepStatus, **outcome: Any) -> Step:
+        """The history row for *pending* with *status* and its output or error."""
         call = pending.call
         now = self.engine.clock.now()
         return Step(
             run_id=self.run_id,
             position=pending.position,
-            kind=call.target.kind,
+            kind=pending.kind or call.target.kind,
             name=call.target.name,
             call_hash=pending.digest,
             status=status,
@@ -287,100 +334,60 @@ class RunContext:
         task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
         retry = task.retry.should_retry(error, pending.attempt)
         status = StepStatus.RETRYING if retry else StepStatus.FAILED
-        self._record(self._step_for(pending, status, error=self.engine.dump_error(error)))
+        self.record(self.step_for(pending, status, error=self.engine.dump_error(error)))
         return task.retry.delay(pending.attempt) if retry else None
 
-    def _succeeded(self, pending: Pending, value: Any) -> Any:
+    def succeeded(self, pending: Pending, value: Any) -> Any:
+        """Record *value* as the outcome of *pending* and return it."""
         try:
             output = self.engine.dump(value, pending.describe_result)
         except SerializationError as error:
             # Deterministic: record the failure, so replay raises it without re-running.
-            failed = self._step_for(pending, StepStatus.FAILED, error=self.engine.dump_error(error))
-            self._record(failed)
+            self.failed(pending, error)
             raise
-        return self._settle(self._step_for(pending, StepStatus.COMPLETED, output=output), value)
+        return self.settle(self.step_for(pending, StepStatus.COMPLETED, output=output), value)
 
-    def _settle(self, step: Step, value: Any) -> Any:
+    def failed(self, pending: Pending, error: BaseException) -> None:
+        """Record *error* as the outcome of *pending*."""
+        self.record(self.step_for(pending, StepStatus.FAILED, error=self.engine.dump_error(error)))
+
+    def settle(self, step: Step, value: Any) -> Any:
         """Record a finished step; if another writer got there first, use its outcome."""
-        stored = self._record(step)
+        stored = self.record(step)
         if stored.status is step.status and stored.output == step.output:
             return value
         return self.replayed(stored)
 
-    def _record(self, step: Step) -> Step:
+    def record(self, step: Step) -> Step:
+        """Write *step* (fenced); learn of cancellation requests on the way back."""
         try:
-            stored = self.engine.backend.record(step, self.epoch)
+            stored, cancel = self.engine.backend.record(step, self.epoch)
         except (LeaseLost, StorageError) as error:
             raise self.poison(error) from None
+        self.cancel_requested = self.cancel_requested or cancel
         self.replay.remember(stored)
         return stored
-
-    # -- child workflows -----------------------------------------------------------------
-
-    def child_id(self, position: int) -> str:
-        """The id of the child run started at *position*: stable across replays."""
-        return f"{self.run_id}/{position}"
-
-    def _child(self, pending: Pending) -> Any:
-        self._attempt(pending)
-        try:
-            value = self.engine.execute_call(
-                pending.call, run_id=self.child_id(pending.position), parent_id=self.run_id
-            )
-        except Abandoned:
-            raise
-        except Exception as error:
-            self._child_failed(pending, error)
-            raise
-        return self._succeeded(pending, value)
-
-    async def _child_async(self, pending: Pending) -> Any:
-        self._attempt(pending)
-        try:
-            value = await self.engine.execute_call_async(
-                pending.call, run_id=self.child_id(pending.position), parent_id=self.run_id
-            )
-        except Abandoned:
-            raise
-        except Exception as error:
-            self._child_failed(pending, error)
-            raise
-        return self._succeeded(pending, value)
-
-    def _child_failed(self, pending: Pending, error: Exception) -> None:
-        if isinstance(error, NondeterminismError | PayloadError):
-            raise self.poison(error) from None  # the child is blocked; so is its parent
-        if isinstance(error, IdempotencyConflict):
-            # The child exists with other arguments: the parent's code changed under it.
-            child = self.engine.backend.get_run(self.child_id(pending.position))
-            recorded = Step(
-                run_id=self.run_id,
-                position=pending.position,
-                kind=StepKind.WORKFLOW,
-                name=child.workflow if child else "?",
-                call_hash=child.call_hash if child else "?",
-                status=StepStatus.RETRYING,
-            )
-            current_call = describe(
-                pending.call.target.kind, pending.call.target.name, pending.digest
-            )
-            raise self.poison(
-                self.replay.divergence(pending.position, recorded, current_call)
-            ) from None
-        self._record(
-            self._step_for(pending, StepStatus.FAILED, error=self.engine.dump_error(error))
-        )
 
 
 class Pending:
     """A call at the frontier: its position, identity, and the attempts made so far."""
 
-    __slots__ = ("attempt", "call", "digest", "position", "started")
+    __slots__ = ("attempt", "call", "digest", "kind", "position", "started")
 
-    def __init__(self, position: int, call: Call[Any], digest: str, recorded: Step | None) -> None:
+    def __init__(
+        self,
+        position: int,
+        call: Call[Any],
+        digest: str,
+        recorded: Step | None,
+        *,
+        kind: StepKind | None = None,
+    ) -> None:
         self.position = position
         self.call = call
         self.digest = digest
+        #: the recorded kind when it is not the target's own (a dispatch).
+        self.kind = kind
         #: attempts made so far, including those recorded before a crash.
         self.attempt = recorded.attempts if recorded else 0
         self.started = recorded.started_at if recorded else None
@@ -397,5 +404,5 @@ class Pending:
 
     def describe_result(self) -> str:
         """Name this call's result in a SerializationError."""
-        what = describe(self.call.target.kind, self.call.target.name, self.digest)
+        what = describe(self.kind or self.call.target.kind, self.call.target.name, self.digest)
         return f"the result of {what} at position {self.position}"

@@ -16,12 +16,17 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── NondeterminismError             the code no longer matches a run's recorded history
     ├── IdempotencyConflict             a run id reused for a different call
     ├── RunNotFound (LookupError)       no run has that id
+    ├── RunDead                         a run given up after its owner died too often
+    ├── WaitTimeout (TimeoutError)      a run did not finish within the time waited
     ├── LeaseLost                       another owner took the run over (fencing)
     ├── StorageError                    the database failed or cannot be reached
     └── NonRetryable                    raise (or subclass) it in a task to skip retries
 
-Internal control signals derive from `BaseException` and live elsewhere, so a user's
-`except Exception` can never swallow them.
+    Cancelled (BaseException)           raised into a cancelled workflow; not an error
+
+`Cancelled` derives from `BaseException`, like `asyncio.CancelledError`, so that
+`except Exception` in workflow code cannot swallow it by accident. Internal control
+signals also derive from `BaseException` and live elsewhere.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "Cancelled",
     "ConfigurationError",
     "DuplicateNameError",
     "DurableError",
@@ -39,10 +45,12 @@ __all__ = [
     "NotDurableError",
     "PayloadError",
     "RecordedError",
+    "RunDead",
     "RunNotFound",
     "SerializationError",
     "StorageError",
     "UnknownFunctionError",
+    "WaitTimeout",
 ]
 
 
@@ -166,6 +174,47 @@ class RunNotFound(DurableError, LookupError):
     """
 
     run_id: str
+
+
+class RunDead(DurableError):
+    """The run was given up: its owner died `max_recoveries` times while running it.
+
+    A task that crashes its process every time (out of memory, a segfault, os._exit)
+    would otherwise crash-loop every worker it lands on. `durable retry` revives it.
+
+    Attributes:
+        run_id: the run.
+        recoveries: how many times its owner died.
+    """
+
+    run_id: str
+    recoveries: int
+
+
+class WaitTimeout(DurableError, TimeoutError):
+    """The run did not finish within the time waited. It goes on; wait again later.
+
+    Attributes:
+        run_id: the run waited for.
+    """
+
+    run_id: str
+
+
+class Cancelled(BaseException):
+    """Raised into a workflow at its next durable call after `cancel()`.
+
+    Let it propagate: `finally` blocks (which may call tasks) run, and the run ends
+    CANCELLED. A workflow receives it at most once. It is also what waiting for a
+    cancelled run raises.
+    """
+
+    def __init__(self, run_id: str = "") -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+    def __str__(self) -> str:
+        return f"run {self.run_id!r} was cancelled" if self.run_id else "cancelled"
 
 
 class LeaseLost(DurableError):

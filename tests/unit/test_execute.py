@@ -214,7 +214,7 @@ def test_an_interrupted_run_resumes_without_rerunning_finished_tasks() -> None:
 
     with pytest.raises(Crash):
         execute(three, id="resume-me")
-    assert run("resume-me").status is RunStatus.RUNNING
+    assert run("resume-me").status is RunStatus.QUEUED, "an interrupted run is handed back"
     assert execute(three, id="resume-me") == ["FIRST", "SECOND", "THIRD"]
     assert bodies == ["first", "second", "third"]
     assert run("resume-me").epoch == 2, "resuming claims the run under a new epoch"

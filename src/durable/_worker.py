@@ -1,0 +1,202 @@
+"""Workers: claim queued runs and execute them, until told to stop.
+
+A worker claims in batches (as many runs as it has free slots), highest priority
+first, then oldest; it wakes on notifications (LISTEN/NOTIFY on PostgreSQL) and polls
+anyway. Every few seconds it sweeps for runs whose owner died (at once when that owner
+was a process on this host) or whose lease expired, and takes them over. It never
+claims a run whose workflow it does not know: that run waits for a worker that does.
+
+Stopping is graceful: no new claims; running work is handed back at its next durable
+call; whatever has not reached one when the grace period ends is released too, so
+another worker picks it up at once. Nothing is lost either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from . import _owner, _registry
+from ._config import get_engine
+from ._engine import Engine
+from ._records import Run, RunStatus
+from .errors import ConfigurationError, StorageError
+
+log = logging.getLogger("durable.worker")
+
+
+class Worker:
+    """Executes queued runs on a pool of threads: in an app, or as `durable worker`.
+
+    Use it as a context manager, or call `start()` and `stop()`.
+
+    Args:
+        engine: the engine (database) to serve; the default engine if omitted.
+        queues: the queues to take runs from.
+        concurrency: how many runs execute at once.
+        poll: the longest wait between looks at the queue when nothing is notified.
+        grace: seconds `stop()` waits for running work to reach its next durable call.
+        sweep_every: seconds between looks for runs whose owner died or whose lease
+            expired (default: a third of the lease, at most 5 s).
+    """
+
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        *,
+        queues: Sequence[str] = ("default",),
+        concurrency: int = 8,
+        poll: float = 1.0,
+        grace: float = 30.0,
+        sweep_every: float | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}.")
+        if not queues:
+            raise ConfigurationError("A worker needs at least one queue.")
+        self.engine = engine or get_engine()
+        self.queues = tuple(queues)
+        self.concurrency = concurrency
+        self.poll = poll
+        self.grace = grace
+        self.sweep_every = sweep_every or min(self.engine.lease / 3, 5.0)
+        self._active: dict[str, int] = {}  # run id -> epoch
+        self._slots = threading.Condition()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="durable-worker")
+
+    # -- life cycle ------------------------------------------------------------------
+
+    def start(self) -> Worker:
+        """Start claiming and executing runs in background threads."""
+        if self._thread is not None:
+            raise RuntimeError("This worker has already been started.")
+        names = _registry.names()
+        log.info(
+            "worker %s: queues %s, %d slots, %d workflows and tasks known",
+            self.engine.owner,
+            ", ".join(self.queues),
+            self.concurrency,
+            len(names),
+        )
+        self._thread = threading.Thread(target=self._loop, name="durable-worker-loop", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop gracefully: no new claims, running work handed back within *grace*."""
+        grace = self.grace if grace is None else grace
+        self._stopping.set()
+        with self._slots:
+            self._slots.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        with self._slots:
+            self.engine.draining.update(self._active)
+            self._slots.wait_for(lambda: not self._active, timeout=grace)
+            leftovers = dict(self._active)
+        for run_id, epoch in leftovers.items():
+            # Still inside a task body: hand the run back now; our later writes, if any,
+            # are fenced off once another worker claims it.
+            log.warning("run %s: still busy after %.0fs; released", run_id, grace)
+            self.engine.backend.release_run(run_id, epoch)
+        self._pool.shutdown(wait=False)
+        log.info("worker %s stopped", self.engine.owner)
+
+    @property
+    def busy(self) -> int:
+        """How many runs are executing now."""
+        return len(self._active)
+
+    def __enter__(self) -> Worker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the loop --------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        watch = self.engine.backend.watch([f"queue:{queue}" for queue in self.queues])
+        next_sweep = 0.0
+        first_sweep = True
+        backoff = 0.1
+        while not self._stopping.is_set():
+            free = self._free()
+            if free == 0:
+                with self._slots:
+                    self._slots.wait_for(
+                        lambda: len(self._active) < self.concurrency or self._stopping.is_set(),
+                        timeout=self.poll,
+                    )
+                continue
+            try:
+                if time.monotonic() >= next_sweep:
+                    self._sweep(free, include_blocked=first_sweep)
+                    first_sweep = False
+                    next_sweep = time.monotonic() + self.sweep_every
+                    free = self._free()
+                runs = self.engine.backend.claim_next(
+                    owner=self.engine.owner,
+                    queues=self.queues,
+                    workflows=_registry.names(),
+                    limit=free,
+                    lease=self.engine.lease,
+                )
+            except StorageError as error:
+                log.warning("database unavailable (%s); retrying in %.1fs", error, backoff)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.1
+            for run in runs:
+                self._start(run)
+            if len(runs) < free:
+                watch.wait(self.poll)  # the queue is empty: wait for news, or poll
+
+    def _free(self) -> int:
+        with self._slots:
+            return self.concurrency - len(self._active)
+
+    def _sweep(self, free: int, *, include_blocked: bool) -> None:
+        """Take over orphaned runs of our queues; report queued work we cannot run."""
+        names = set(_registry.names())
+        for name in self.engine.backend.queued_workflows(self.queues):
+            if name not in names:
+                self.engine.warn_unknown(name, f"queued work in {', '.join(self.queues)}")
+        wanted = (RunStatus.RUNNING, RunStatus.BLOCKED) if include_blocked else (RunStatus.RUNNING,)
+        for run in self.engine.backend.recoverable(host=_owner.host()):
+            if free <= 0:
+                return
+            if (
+                run.queue not in self.queues
+                or run.status not in wanted
+                or run.workflow not in names
+            ):
+                continue
+            if run.id in self._active:
+                continue
+            claimed = self.engine.claim(run)
+            if claimed is not None and claimed.status is RunStatus.RUNNING:
+                log.info("run %s: taken over from %s", run.id, run.lease_owner or "nobody")
+                self._start(claimed)
+                free -= 1
+
+    def _start(self, run: Run) -> None:
+        with self._slots:
+            self._active[run.id] = run.epoch
+        self._pool.submit(self._execute, run)
+
+    def _execute(self, run: Run) -> None:
+        try:
+            target = self.engine.known(run)
+            if target is not None:
+                self.engine.resume_quietly(run, target, await_others=False)
+        finally:
+            with self._slots:
+                self._active.pop(run.id, None)
+                self._slots.notify_all()
