@@ -109,6 +109,7 @@ def join(context: RunContext, run_id: str) -> Any:
     if recorded is not None and recorded.status.finished:
         return context.replayed(recorded)
     started = context.engine.clock.now()
+    context.progressed()  # waiting is idle: it cannot be what kills this process
     run = context.engine.wait_for_run(run_id, context=context)
     completed = run.status is RunStatus.COMPLETED
     step = Step(

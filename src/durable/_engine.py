@@ -102,6 +102,9 @@ class Engine:
         self.branches = Fanout(max_threads)
         #: runs to hand back at their next durable call (a worker shutting down).
         self.draining: set[str] = set()
+        #: runs taken over from a dead owner that have not recorded a new step since: any
+        #: of them may be what killed that owner.
+        self.unproven: set[str] = set()
         self._owner = _owner.new_owner()
         self._active: dict[str, int] = {}  # run id -> epoch, for runs executing here
         self._lock = threading.Lock()
@@ -351,6 +354,7 @@ class Engine:
         with self._lock:
             self._active.pop(context.run_id, None)
         self.draining.discard(context.run_id)
+        self.unproven.discard(context.run_id)
 
     def release_quietly(self, run: Run) -> None:
         """Hand a run back (QUEUED) so that another owner continues it at once."""

@@ -98,6 +98,10 @@ class RunContext:
         self.fatal: BaseException | None = None
         self.cancel_requested = run.cancel_requested
         self.cancel_delivered = False
+        #: taken over from an owner that died; the count resets once this run progresses.
+        self._recovering = run.recoveries > 0
+        if self._recovering:
+            engine.unproven.add(run.id)
 
     # -- positions -------------------------------------------------------------------
 
@@ -366,7 +370,17 @@ class RunContext:
             raise self.poison(error) from None
         self.cancel_requested = self.cancel_requested or cancel
         self.replay.remember(stored)
+        if stored is step:
+            self.progressed()
         return stored
+
+    def progressed(self) -> None:
+        """This run got somewhere new (a step recorded, a wait reached) without killing
+        its process: after a takeover, it starts counting owner deaths afresh."""
+        if self._recovering:
+            self._recovering = False
+            self.engine.backend.mark_progress(self.run_id, self.epoch)
+            self.engine.unproven.discard(self.run_id)
 
 
 class Pending:

@@ -6,6 +6,11 @@ anyway. Every few seconds it sweeps for runs whose owner died (at once when that
 was a process on this host) or whose lease expired, and takes them over. It never
 claims a run whose workflow it does not know: that run waits for a worker that does.
 
+A run taken over from a dead owner may be what killed it, so a worker runs at most one
+such unproven run at a time, until it records a new step: a poison run then takes no
+innocent run down with it more than once, and runs that merely shared a crashed
+process prove themselves at once (see `Engine.max_recoveries`).
+
 Stopping is graceful: no new claims; running work is handed back at its next durable
 call; whatever has not reached one when the grace period ends is released too, so
 another worker picks it up at once. Nothing is lost either way.
@@ -136,9 +141,10 @@ class Worker:
                 continue
             try:
                 if time.monotonic() >= next_sweep:
-                    self._sweep(free, include_blocked=first_sweep)
+                    deferred = self._sweep(free, include_blocked=first_sweep)
                     first_sweep = False
-                    next_sweep = time.monotonic() + self.sweep_every
+                    # Takeovers held back by isolation are tried again soon.
+                    next_sweep = time.monotonic() + (0.05 if deferred else self.sweep_every)
                     free = self._free()
                 runs = self.engine.backend.claim_next(
                     owner=self.engine.owner,
@@ -162,8 +168,13 @@ class Worker:
         with self._slots:
             return self.concurrency - len(self._active)
 
-    def _sweep(self, free: int, *, include_blocked: bool) -> None:
-        """Take over orphaned runs of our queues; report queued work we cannot run."""
+    def _sweep(self, free: int, *, include_blocked: bool) -> bool:
+        """Take over orphaned runs of our queues; report queued work we cannot run.
+
+        Returns:
+            Whether some takeover was held back (one unproven run at a time).
+        """
+        deferred = False
         names = set(_registry.names())
         for name in self.engine.backend.queued_workflows(self.queues):
             if name not in names:
@@ -171,7 +182,7 @@ class Worker:
         wanted = (RunStatus.RUNNING, RunStatus.BLOCKED) if include_blocked else (RunStatus.RUNNING,)
         for run in self.engine.backend.recoverable(host=_owner.host()):
             if free <= 0:
-                return
+                return deferred
             if (
                 run.queue not in self.queues
                 or run.status not in wanted
@@ -180,11 +191,18 @@ class Worker:
                 continue
             if run.id in self._active:
                 continue
+            takeover = run.status is RunStatus.RUNNING
+            if takeover and self.engine.unproven.intersection(self._active):
+                deferred = True  # one unproven takeover at a time (see the module docstring)
+                continue
             claimed = self.engine.claim(run)
             if claimed is not None and claimed.status is RunStatus.RUNNING:
                 log.info("run %s: taken over from %s", run.id, run.lease_owner or "nobody")
+                if claimed.recoveries:
+                    self.engine.unproven.add(claimed.id)
                 self._start(claimed)
                 free -= 1
+        return deferred
 
     def _start(self, run: Run) -> None:
         with self._slots:

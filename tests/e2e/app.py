@@ -2,6 +2,7 @@
 
     python -m tests.e2e.app run URL RUN_ID     execute `three` under RUN_ID, print the result
     python -m tests.e2e.app recover URL        call durable.recover(), print the resumed ids
+    python -m tests.e2e.app dispatch URL N     dispatch storm(i) as race-<i> for i < N, print ids
 
 Environment:
     DURABLE_TEST_LEDGER   append-only file; every task body appends "run position pid"
@@ -74,6 +75,10 @@ def main(argv: list[str]) -> Any:
         return durable.execute(three, id=argv[2])
     if command == "recover":
         return durable.recover()
+    if command == "dispatch":
+        from tests.e2e.workers_app import storm
+
+        return [durable.dispatch(storm, i, id=f"race-{i}").id for i in range(int(argv[2]))]
     raise SystemExit(f"unknown command {command!r}")
 
 

@@ -26,10 +26,22 @@ class Children:
         self.ledger = tmp / "ledger.txt"
         self.markers = tmp / "markers"
         self.markers.mkdir()
+        self.logs = tmp / "logs"
+        self.logs.mkdir()
         self.started: list[subprocess.Popen[str]] = []
+        self._log_paths: dict[int, Path] = {}
 
     def start(self, *args: str, **env: str) -> subprocess.Popen[str]:
         """Start ``python -m tests.e2e.app ARGS`` with extra environment variables."""
+        return self.spawn(["-m", "tests.e2e.app", *args], **env)
+
+    def start_worker(self, *options: str, **env: str) -> subprocess.Popen[str]:
+        """Start ``durable worker tests.e2e.workers_app`` on this test's database."""
+        command = ["-m", "durable", "worker", "tests.e2e.workers_app", "--db", self.url]
+        return self.spawn([*command, "--log-level", "INFO", *options], **env)
+
+    def spawn(self, args: list[str], **env: str) -> subprocess.Popen[str]:
+        """Start ``python ARGS`` in the project root with the test's environment."""
         environment = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -37,16 +49,24 @@ class Children:
             "DURABLE_TEST_MARKERS": str(self.markers),
             **env,
         }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.e2e.app", *args],
-            cwd=ROOT,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        log_path = self.logs / f"child-{len(self.started)}.log"
+        # stderr to a file: a busy worker's log would fill an unread pipe and block it.
+        with log_path.open("w") as log:
+            process = subprocess.Popen(
+                [sys.executable, *args],
+                cwd=ROOT,
+                env=environment,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         self.started.append(process)
+        self._log_paths[process.pid] = log_path
         return process
+
+    def log(self, process: subprocess.Popen[str]) -> str:
+        """Everything a child wrote to stderr (its log) so far."""
+        return self._log_paths[process.pid].read_text()
 
     def wait_for_pause(self, point: str, timeout: float = 30) -> int:
         """Wait until some child reaches *point*; return its pid."""
@@ -75,17 +95,16 @@ class Children:
             process.wait(10)
 
     def finish(self, process: subprocess.Popen[str], timeout: float = 60) -> Any:
-        """Wait for a child to exit successfully; return the JSON it printed."""
-        out, err = process.communicate(timeout=timeout)
-        assert process.returncode == 0, f"child failed ({process.returncode}):\n{err}"
-        process.stderr_text = err  # type: ignore[attr-defined]
-        return json.loads(out.strip().splitlines()[-1])
+        """Wait for a child to exit successfully; return the JSON it printed, if any."""
+        out, _ = process.communicate(timeout=timeout)
+        assert process.returncode == 0, f"child failed ({process.returncode}):\n{self.log(process)}"
+        lines = out.strip().splitlines()
+        return json.loads(lines[-1]) if lines else None
 
-    @staticmethod
-    def output(process: subprocess.Popen[str]) -> str:
-        """Whatever a finished child printed."""
-        out, err = process.communicate(timeout=5)
-        return f"{out}\n{err}"
+    def output(self, process: subprocess.Popen[str]) -> str:
+        """Whatever a finished child printed, and its log."""
+        out, _ = process.communicate(timeout=5)
+        return f"{out}\n{self.log(process)}"
 
     def bodies(self) -> Counter[tuple[str, int]]:
         """How many times each (run, position) task body started, from the ledger."""
@@ -103,6 +122,5 @@ class Children:
                 process.send_signal(signal.SIGCONT)
                 process.kill()
                 process.wait(10)
-            for stream in (process.stdout, process.stderr):
-                if stream is not None:
-                    stream.close()
+            if process.stdout is not None:
+                process.stdout.close()

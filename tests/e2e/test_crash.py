@@ -115,7 +115,7 @@ def test_two_recoverers_race_and_the_fence_rejects_the_loser(
     children.release("in-step-3", winner_pid)
     children.kill(winner, signal.SIGCONT)
     assert children.finish(winner) == ["race"]
-    assert "lease lost" in winner.stderr_text  # type: ignore[attr-defined]
+    assert "lease lost" in children.log(winner)
 
     run, history, result = stored(url, "race")
     assert run.status is RunStatus.COMPLETED

@@ -106,6 +106,11 @@ class Backend(Protocol):
         """
         ...
 
+    def mark_progress(self, run_id: str, epoch: int) -> None:
+        """The run recorded a new step under this owner: its count of consecutive
+        recoveries (owner deaths without progress) returns to 0. Fenced by *epoch*."""
+        ...
+
     def claim_next(
         self,
         *,

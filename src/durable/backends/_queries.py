@@ -278,6 +278,11 @@ class Queries:
             .values(recoveries=r.recoveries + takeover, **claimed)
             .returning(*runs.c)
         )
+        self.mark_progress = self._compile(
+            sa.update(runs)
+            .where(r.id == _bind("id", r.id), r.epoch == _bind("epoch", r.epoch))
+            .values(recoveries=sa.literal_column("0"))
+        )
         ready = (
             sa.select(r.id)
             .where(

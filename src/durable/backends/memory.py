@@ -166,6 +166,14 @@ class MemoryBackend:
         self._runs[run.id] = claimed
         return claimed
 
+    def mark_progress(self, run_id: str, epoch: int) -> None:
+        """See `Backend.mark_progress`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            if run is not None and run.epoch == epoch:
+                self._runs[run_id] = dataclasses.replace(run, recoveries=0)
+
     def claim_next(
         self,
         *,

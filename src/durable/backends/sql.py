@@ -337,6 +337,15 @@ class SQLBackend:
 
         return self._db.run(f"Claiming run {run_id!r}", body)
 
+    def mark_progress(self, run_id: str, epoch: int) -> None:
+        """See `Backend.mark_progress`."""
+        self._db.run(
+            f"Marking progress of run {run_id!r}",
+            lambda conn, _: self._execute(
+                conn, self._sql.mark_progress, {"id": run_id, "epoch": epoch}
+            ),
+        )
+
     def claim_next(
         self,
         *,

@@ -259,6 +259,19 @@ def check_claim_respects_live_lease(make: MakeBackend) -> None:
         assert claimed.recoveries == 1, "taking over a RUNNING run counts a recovery"
 
 
+def check_mark_progress(make: MakeBackend) -> None:
+    """mark_progress resets the recovery count, fenced by epoch."""
+    with _opened(make) as backend:
+        backend.create_run(_new(lease=SHORT_LEASE))
+        _expire()
+        claimed = backend.claim_run("run-1", owner=OTHER, lease=SHORT_LEASE, epoch=1)
+        assert claimed is not None and claimed.recoveries == 1
+        backend.mark_progress("run-1", 1)  # a stale owner changes nothing
+        assert _get(backend, "run-1").recoveries == 1
+        backend.mark_progress("run-1", 2)
+        assert _get(backend, "run-1").recoveries == 0
+
+
 def check_claim_expired_lease(make: MakeBackend) -> None:
     """Once a lease expires, any owner may claim the run at its current epoch, once."""
     with _opened(make) as backend:
@@ -527,6 +540,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     check_blocked_run_is_resumable,
     check_claim_respects_live_lease,
     check_claim_expired_lease,
+    check_mark_progress,
     check_claim_queued_and_finished,
     check_claim_race,
     check_release_run,

@@ -1,0 +1,95 @@
+"""Workflows that `durable worker` subprocesses run in the end-to-end tests.
+
+Every task body appends one line to the ledger (DURABLE_TEST_LEDGER) before it
+returns: ``run position pid token``. The token is also in the task's result, so the
+checker can tell which body execution's result was recorded.
+
+Environment:
+    DURABLE_TEST_LEDGER   the append-only ledger file
+    DURABLE_TEST_PAUSE    a pause point ("in-slow", ...) where the body waits for its
+                          marker file (DURABLE_TEST_MARKERS/<point>.<pid>) to vanish
+    DURABLE_TEST_STEP_MS  how long storm tasks take (default 5)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import durable
+from durable import dispatch, task, wait, workflow
+
+
+def ledger() -> str:
+    """Append this task body's line to the ledger; return its token."""
+    token = uuid.uuid4().hex[:12]
+    run_id, position = durable.task_key().rsplit(":", 1)
+    line = f"{run_id} {position} {os.getpid()} {token}\n"
+    fd = os.open(os.environ["DURABLE_TEST_LEDGER"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())  # one write under PIPE_BUF: atomic, never interleaved
+    finally:
+        os.close(fd)
+    return token
+
+
+def pause_point(name: str) -> None:
+    """Wait here while the test holds this process (see tests/e2e/harness.py)."""
+    if os.environ.get("DURABLE_TEST_PAUSE") != name:
+        return
+    marker = Path(os.environ["DURABLE_TEST_MARKERS"]) / f"{name}.{os.getpid()}"
+    marker.touch()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and marker.exists():
+        time.sleep(0.01)
+
+
+@task
+def storm_step(i: int, n: int) -> dict[str, object]:
+    token = ledger()
+    time.sleep(int(os.environ.get("DURABLE_TEST_STEP_MS", "5")) / 1000)
+    return {"value": i * 10 + n, "token": token, "pid": os.getpid()}
+
+
+@workflow
+def storm(i: int) -> list[int]:
+    """Three tasks; the result is [10i, 10i+1, 10i+2], checkable without the database."""
+    return [storm_step(i, n)["value"] for n in range(3)]  # type: ignore[misc]
+
+
+@task
+def slow_step(n: int, seconds: float) -> dict[str, object]:
+    token = ledger()
+    pause_point("in-slow")
+    time.sleep(seconds)
+    return {"value": n, "token": token, "pid": os.getpid()}
+
+
+@workflow
+def slow(seconds: float) -> list[int]:
+    return [slow_step(n, seconds)["value"] for n in range(3)]  # type: ignore[misc]
+
+
+@workflow
+def child(i: int) -> int:
+    return storm_step(i, 0)["value"] + 1  # type: ignore[operator,no-any-return]
+
+
+@workflow
+def parent(i: int) -> list[int]:
+    handle = dispatch(child, i)
+    mine = storm_step(i, 1)["value"]
+    return [mine, wait(handle)]  # type: ignore[list-item]
+
+
+@task
+def crash() -> None:
+    ledger()
+    os._exit(3)  # the process dies inside the task, every time
+
+
+@workflow
+def poison() -> None:
+    crash()
