@@ -23,6 +23,12 @@ Every measurement uses a fresh SQLite file (on a real disk) or PostgreSQL schema
 
 from __future__ import annotations
 
+import sys
+
+# benchmarks/queue.py shares its name with the standard library's queue module, and
+# Python puts a script's directory first on sys.path: take it off before importing.
+sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
+
 import argparse
 import contextlib
 import itertools
@@ -31,7 +37,6 @@ import os
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator

@@ -47,7 +47,40 @@ def test_steps_benchmark_quick(tmp_path: Path) -> None:
         assert "meets_targets" in line
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")))
+def test_queue_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/queue.py --quick drains its queue with two worker processes."""
+    backends = "sqlite" + (",postgres" if os.environ.get("DURABLE_TEST_POSTGRES_URL") else "")
+    env = {**os.environ}
+    if os.environ.get("DURABLE_TEST_POSTGRES_URL"):
+        env["DURABLE_BENCH_POSTGRES_URL"] = os.environ["DURABLE_TEST_POSTGRES_URL"]
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "queue.py"),
+            "--quick",
+            "--backends",
+            backends,
+            "--tmpdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["backend"] for line in lines] == backends.replace("postgres", "postgresql").split(
+        ","
+    )
+    for line in lines:
+        assert line["workflows_per_s"] > 0 and line["pickup_ms"]["p50"] >= 0
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_"))
+)
 def test_every_benchmark_has_a_smoke_test(name: str) -> None:
     """Each benchmark script is exercised above."""
     assert f"test_{name.removesuffix('.py')}_benchmark_quick" in globals()

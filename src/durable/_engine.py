@@ -289,7 +289,9 @@ class Engine:
             )  # fmt: skip
             self.backend.finish_run(run.id, run.epoch, RunStatus.FAILED, error=self.dump_error(bad))
             raise bad from None
-        return drive(self, run, call, self.backend.load_history(run.id), await_others=await_others)
+        # A run at its first epoch has never executed: it has no history to load.
+        history = self.backend.load_history(run.id) if run.epoch > 1 else ()
+        return drive(self, run, call, history, await_others=await_others)
 
     def outcome(self, run: Run) -> Any:
         """Return a finished run's result, or raise its error (of the original type)."""

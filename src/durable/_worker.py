@@ -71,6 +71,7 @@ class Worker:
         self._active: dict[str, int] = {}  # run id -> epoch
         self._slots = threading.Condition()
         self._stopping = threading.Event()
+        self._turn = 0
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="durable-worker")
 
@@ -146,13 +147,7 @@ class Worker:
                     # Takeovers held back by isolation are tried again soon.
                     next_sweep = time.monotonic() + (0.05 if deferred else self.sweep_every)
                     free = self._free()
-                runs = self.engine.backend.claim_next(
-                    owner=self.engine.owner,
-                    queues=self.queues,
-                    workflows=_registry.names(),
-                    limit=free,
-                    lease=self.engine.lease,
-                )
+                runs = self._claim(free)
             except StorageError as error:
                 log.warning("database unavailable (%s); retrying in %.1fs", error, backoff)
                 self._stopping.wait(backoff)
@@ -163,6 +158,25 @@ class Worker:
                 self._start(run)
             if len(runs) < free:
                 watch.wait(self.poll)  # the queue is empty: wait for news, or poll
+
+    def _claim(self, free: int) -> list[Run]:
+        """Claim up to *free* runs, queue by queue, starting with a different queue each
+        time so that a busy queue cannot starve the others. Priority orders runs within
+        a queue."""
+        names = _registry.names()
+        claimed: list[Run] = []
+        self._turn = (self._turn + 1) % len(self.queues)
+        for queue in self.queues[self._turn :] + self.queues[: self._turn]:
+            claimed += self.engine.backend.claim_next(
+                owner=self.engine.owner,
+                queue=queue,
+                workflows=names,
+                limit=free - len(claimed),
+                lease=self.engine.lease,
+            )
+            if len(claimed) == free:
+                break
+        return claimed
 
     def _free(self) -> int:
         with self._slots:

@@ -40,7 +40,7 @@ class Listener:
         while not self._stopping.is_set():
             conn = None
             try:
-                conn = self._open()
+                conn = self._open().conn
                 conn.execute(f"LISTEN {self._channel}")
                 self._hub.notify_all()  # whatever was sent while we were away is lost
                 backoff = 0.1

@@ -115,12 +115,12 @@ class Backend(Protocol):
         self,
         *,
         owner: str,
-        queues: Sequence[str],
+        queue: str,
         workflows: Sequence[str],
         limit: int,
         lease: float,
     ) -> Sequence[Run]:
-        """Claim up to *limit* QUEUED runs of *queues* whose workflow is in *workflows*.
+        """Claim up to *limit* QUEUED runs of *queue* whose workflow is in *workflows*.
 
         Highest priority first, then oldest. Each becomes RUNNING at the next epoch,
         leased to *owner*. Concurrent callers never claim the same run.

@@ -86,8 +86,14 @@ class Queries:
         self._define_history()
         self._define_claims()
         self._define_cancellation()
-        if self.record.order != RECORD_ORDER:  # _step_params builds that tuple by hand
-            raise AssertionError(f"record parameters changed order: {self.record.order}")
+        if self.postgres:
+            self._define_batches()
+        #: where each parameter of the hand-built record tuple (RECORD_ORDER) goes.
+        self.record_permutation: tuple[int, ...] | None = tuple(
+            RECORD_ORDER.index(name) for name in self.record.order
+        )
+        if self.record_permutation == tuple(range(len(RECORD_ORDER))):
+            self.record_permutation = None
 
     # -- helpers --------------------------------------------------------------------
 
@@ -287,7 +293,10 @@ class Queries:
             sa.select(r.id)
             .where(
                 r.status == _QUEUED,
-                self._in_names(r.queue, "queues"),
+                # One queue per statement: the claim index then yields rows in priority
+                # order and LIMIT stops early. With a list of queues PostgreSQL scans and
+                # sorts every queued run instead (0.93 ms vs 0.05 ms at 2,000 queued).
+                r.queue == _bind("queue", r.queue),
                 self._in_names(r.workflow, "workflows"),
             )
             .order_by(r.priority.desc(), r.created_at)
@@ -318,6 +327,67 @@ class Queries:
                     sa.and_(r.status == _QUEUED, r.started_at.is_not(None)),
                     sa.and_(r.status == _RUNNING, sa.or_(r.lease_until < now, on_this_host)),
                 )
+            )
+        )
+
+    # -- batches (PostgreSQL) -------------------------------------------------------
+
+    def _define_batches(self) -> None:
+        """Many steps, or many outcomes, in one statement: columns arrive as arrays.
+
+        Group commit (see _group.py) uses these on PostgreSQL, where one statement
+        instead of one per write saves both the round trips and the client's work.
+        """
+        r, h = runs.c, history.c
+
+        def unnest(columns: list[sa.Column[Any]], names: list[str]) -> Any:
+            arrays = [
+                sa.bindparam(f"{name}s", type_=pg_dialect.ARRAY(column.type))
+                for column, name in zip(columns, names, strict=True)
+            ]
+            return sa.func.unnest(*arrays).table_valued(*names).render_derived(name="v")
+
+        columns = list(history.c)
+        #: the history columns, in the order record_many takes them (as "<name>s").
+        self.history_columns = [c.name for c in columns]
+        v = unnest(columns, self.history_columns)
+        fence = sa.exists().where(r.id == v.c.run_id, r.epoch == v.c.epoch)
+        record = self._insert(history).from_select(
+            [c.name for c in columns], sa.select(*(v.c[c.name] for c in columns)).where(fence)
+        )
+        updated = ("status", "input", "output", "error", "attempts", "finished_at", "epoch")
+        written = (
+            record.on_conflict_do_update(
+                index_elements=[h.run_id, h.position],
+                set_={name: record.excluded[name] for name in updated},
+                where=h.status == _RETRYING,
+            )
+            .returning(h.run_id, h.position)
+            .cte("written")
+        )
+        # Each written row comes back with its run's cancellation flag; rows fenced off,
+        # or already finished, do not come back.
+        self.record_many = self._compile(
+            sa.select(written.c.run_id, written.c.position, r.cancel_requested).join_from(
+                written, runs, r.id == written.c.run_id
+            )
+        )
+        names = ["id", "epoch", "status", "output", "error"]
+        v = unnest([r.id, r.epoch, r.status, r.output, r.error], names)
+        self.finish_many = self._compile(
+            self._notifying(
+                sa.update(runs)
+                .where(r.id == v.c.id, r.epoch == v.c.epoch, r.status.notin_(_FINISHED))
+                .values(
+                    status=v.c.status,
+                    output=v.c.output,
+                    error=v.c.error,
+                    lease_owner=sa.null(),
+                    lease_until=sa.null(),
+                    updated_at=self._now,
+                    finished_at=self._now,
+                ),
+                self._run_topic(),
             )
         )
 

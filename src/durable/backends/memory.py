@@ -178,7 +178,7 @@ class MemoryBackend:
         self,
         *,
         owner: str,
-        queues: Sequence[str],
+        queue: str,
         workflows: Sequence[str],
         limit: int,
         lease: float,
@@ -186,11 +186,11 @@ class MemoryBackend:
         """See `Backend.claim_next`."""
         with self._lock:
             self._check_open()
-            wanted, names = set(queues), set(workflows)
+            names = set(workflows)
             ready = [
                 run
                 for run in self._runs.values()
-                if run.status is RunStatus.QUEUED and run.queue in wanted and run.workflow in names
+                if run.status is RunStatus.QUEUED and run.queue == queue and run.workflow in names
             ]
             ready.sort(key=lambda run: (-run.priority, run.created_at))
             now = self.now()

@@ -24,6 +24,7 @@ from durable.errors import ConfigurationError, LeaseLost
 
 from . import _schema
 from ._connections import Connections, postgres_opener, sqlite_opener
+from ._group import GroupCommit, Write, in_one_transaction, one_by_one
 from ._hub import Hub, Watch
 from ._listener import Listener
 from ._queries import CHANNEL, Queries, Statement
@@ -118,8 +119,9 @@ class SQLBackend:
             options = {k: str(v) for k, v in self.url.query.items()}
             opener = sqlite_opener(self.url.database, options, busy_timeout=busy_timeout)
         elif kind == "postgresql":
-            # Positional %s parameters, like SQLite's ?: hot statements get a plain tuple.
-            self._dialect = pg_dialect.psycopg.dialect(paramstyle="format")  # type: ignore[no-untyped-call]
+            # Positional $1 parameters, as psycopg's RawCursor takes them unconverted;
+            # hot statements get a plain tuple.
+            self._dialect = pg_dialect.psycopg.dialect(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
             conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
             opener = postgres_opener(conninfo)
         else:
@@ -131,6 +133,10 @@ class SQLBackend:
         self.dialect_name: str = kind
         self._db = Connections(kind, opener, masked_url=masked, password=self.url.password)
         self._sql = Queries(self._dialect)
+        # Group commit (see _group.py): one queue per kind of write.
+        self._steps = GroupCommit(self._write_steps)
+        self._outcomes = GroupCommit(self._write_outcomes)
+        self._new_runs = GroupCommit(in_one_transaction(self._db, "Creating runs"))
         self._hub = Hub()
         self._listener: Listener | None = None
         self._listener_lock = threading.Lock()
@@ -147,6 +153,60 @@ class SQLBackend:
 
     def _execute(self, conn: Any, statement: Statement, values: Mapping[str, Any]) -> Any:
         return conn.execute(statement.sql, statement.params(values))
+
+    # -- group commit ---------------------------------------------------------------
+
+    def _write_steps(self, batch: list[Write]) -> None:
+        """Record a batch of steps: one multi-row statement on PostgreSQL."""
+        if not self._sql.postgres or len(batch) == 1:
+            in_one_transaction(self._db, "Recording steps")(batch)
+            return
+        order = self._sql.record.order
+        columns = {
+            f"{name}s": [write.params[order.index(name)] for write in batch]
+            for name in self._sql.history_columns
+        }
+        try:
+            rows = self._db.run(
+                "Recording steps",
+                lambda conn, _: self._execute(conn, self._sql.record_many, columns).fetchall(),
+            )
+        except Exception:
+            for write in batch:
+                write.retried = True
+            one_by_one(self._db, "Recording steps", batch)
+            return
+        flags = {(run_id, position): flag for run_id, position, flag in rows}
+        run_id_at, position_at = order.index("run_id"), order.index("position")
+        for write in batch:
+            key = (write.params[run_id_at], write.params[position_at])
+            write.finish([(flags[key],)] if key in flags else [])
+
+    def _write_outcomes(self, batch: list[Write]) -> None:
+        """Finish a batch of runs: one multi-row statement on PostgreSQL."""
+        if not self._sql.postgres or len(batch) == 1:
+            in_one_transaction(self._db, "Finishing runs")(batch)
+            return
+        order = self._sql.finish_run.order
+        columns = {
+            f"{name}s": [write.params[order.index(name)] for write in batch]
+            for name in ("id", "epoch", "status", "output", "error")
+        }
+        try:
+            rows = self._db.run(
+                "Finishing runs",
+                lambda conn, _: self._execute(conn, self._sql.finish_many, columns).fetchall(),
+            )
+        except Exception:
+            for write in batch:
+                write.retried = True
+            one_by_one(self._db, "Finishing runs", batch)
+            return
+        topics = {row[0] for row in rows}
+        id_at = order.index("id")
+        for write in batch:
+            topic = f"run:{write.params[id_at]}"
+            write.finish([(topic,)] if topic in topics else [])
 
     def _announce(self, rows: Sequence[Sequence[Any]]) -> None:
         """Wake waiters in this process on the topics a statement returned first."""
@@ -183,9 +243,10 @@ class SQLBackend:
         }
         statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
 
-        def body(conn: Any, retried: bool) -> tuple[Run, bool]:
-            row = self._execute(conn, statement, values).fetchone()
-            if row is not None:
+        while True:
+            rows, retried = self._new_runs.write(statement.sql, statement.params(values))
+            if rows:
+                row = rows[0]
                 if owned:
                     created_at, lease_until = row[0], row[1]
                 else:
@@ -212,22 +273,19 @@ class SQLBackend:
                     started_at=created_at if owned else None,
                 )
                 return run, True
-            existing = self._execute(conn, self._sql.get_run, {"id": new.id}).fetchone()
-            if existing is None:  # deleted between the two statements; try again
-                return body(conn, retried)
-            run = _run(existing)
+            existing = self.get_run(new.id)
+            if existing is None:
+                continue  # deleted between the two statements; try again
             # Our own insert whose acknowledgement was lost looks exactly like this.
             ours = (
                 retried
-                and run.lease_owner == new.owner
-                and run.epoch == epoch
-                and run.input == new.input
-                and run.call_hash == new.call_hash
-                and (owned or run.status is RunStatus.QUEUED)
+                and existing.lease_owner == new.owner
+                and existing.epoch == epoch
+                and existing.input == new.input
+                and existing.call_hash == new.call_hash
+                and (owned or existing.status is RunStatus.QUEUED)
             )
-            return run, ours
-
-        return self._db.run(f"Creating run {new.id!r}", body)
+            return existing, ours
 
     def get_run(self, run_id: str) -> Run | None:
         """See `Backend.get_run`."""
@@ -254,16 +312,24 @@ class SQLBackend:
     def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
         """See `Backend.record`."""
         values = _step_params(step, epoch)
-        sql = self._sql.record.sql
-
-        def body(conn: Any, _retried: bool) -> tuple[Step, bool]:
-            written = conn.execute(sql, values).fetchone()
-            if written is not None:
+        if self._sql.record_permutation is not None:
+            values = tuple(values[i] for i in self._sql.record_permutation)
+        name = f"Recording position {step.position} of run {step.run_id!r}"
+        while True:
+            written, _ = self._steps.write(self._sql.record.sql, values)
+            if written:
                 stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
-                return stored, bool(written[0])
-            row = self._execute(
-                conn, self._sql.record_conflict, {"run_id": step.run_id, "position": step.position}
-            ).fetchone()
+                return stored, bool(written[0][0])
+            # Nothing written: fenced off, or the position is finished (by our own
+            # earlier attempt whose acknowledgement was lost, or by a former owner).
+            row = self._db.run(
+                name,
+                lambda conn, _: self._execute(
+                    conn,
+                    self._sql.record_conflict,
+                    {"run_id": step.run_id, "position": step.position},
+                ).fetchone(),
+            )
             if row is None or row[0] != epoch:
                 raise LeaseLost(
                     f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it "
@@ -271,11 +337,9 @@ class SQLBackend:
                     run_id=step.run_id,
                     epoch=epoch,
                 )
-            if row[2] is None:  # pragma: no cover - the row vanished; write again
-                return body(conn, _retried)
-            return _step(row[2:]), bool(row[1])
-
-        return self._db.run(f"Recording position {step.position} of run {step.run_id!r}", body)
+            if row[2] is not None:
+                return _step(row[2:]), bool(row[1])
+            # pragma: no cover - the row vanished in between (purged?); write again
 
     def finish_run(
         self,
@@ -300,18 +364,22 @@ class SQLBackend:
                 "error": error,
             }
 
-        def body(conn: Any, retried: bool) -> bool:
-            rows = self._execute(conn, statement, values).fetchall()
-            if rows:
-                self._announce(rows)
-                return True
-            if not retried:
-                return False
-            row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
-            # A lost acknowledgement: our own earlier commit already set this outcome.
-            return row is not None and row[7] == epoch and row[2] == status.value
-
-        return self._db.run(f"Finishing run {run_id!r}", body)
+        if status is RunStatus.BLOCKED:  # rare: no need to batch it
+            batch = [Write(statement.sql, statement.params(values))]
+            one_by_one(self._db, f"Blocking run {run_id!r}", batch)
+            if batch[0].error is not None:
+                raise batch[0].error
+            rows, retried = batch[0].rows, batch[0].retried
+        else:
+            rows, retried = self._outcomes.write(statement.sql, statement.params(values))
+        if rows:
+            self._announce(rows)
+            return True
+        if not retried:
+            return False
+        run = self.get_run(run_id)
+        # A lost acknowledgement: our own earlier commit already set this outcome.
+        return run is not None and run.epoch == epoch and run.status is status
 
     def claim_run(
         self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
@@ -350,7 +418,7 @@ class SQLBackend:
         self,
         *,
         owner: str,
-        queues: Sequence[str],
+        queue: str,
         workflows: Sequence[str],
         limit: int,
         lease: float,
@@ -359,7 +427,7 @@ class SQLBackend:
         values = {
             "owner": owner,
             "lease": lease,
-            "queues": self._names(list(queues)),
+            "queue": queue,
             "workflows": self._names(list(workflows)),
             "limit": limit,
         }

@@ -1,0 +1,148 @@
+"""Group commit: concurrent writes of one kind share one transaction.
+
+Every durable write (a step, a run's outcome, a new run) is one statement, and on its
+own each would be one transaction: one fsync on SQLite, one round trip and one commit
+on PostgreSQL. When several threads write at once, the first to arrive becomes the
+leader and commits everything queued so far together; writes arriving meanwhile
+queue for the next batch, whose leader is woken when this one is done. A lone caller
+pays nothing extra (its batch holds one statement); many concurrent runs share
+commits. Each waiting thread has its own wake-up, so a batch wakes exactly the
+threads it served, not every waiter.
+
+How a batch is written is up to the backend: by default its statements run one after
+another in one transaction (`in_one_transaction`); PostgreSQL folds steps and
+outcomes into single multi-row statements instead. Either way each write keeps its
+own fence and its own result, and returns only once committed. A batch that fails is
+retried write by write, each marked as retried, so that each write's read-back can
+tell whether its first attempt committed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._connections import Connections, Session
+
+#: The most writes one transaction carries.
+LIMIT = 64
+
+Rows = list[tuple[Any, ...]]
+
+
+class Write:
+    """One queued write: its statement and, once done, its rows or error."""
+
+    __slots__ = ("_wake", "done", "error", "params", "retried", "rows", "sql")
+
+    def __init__(self, sql: str, params: Sequence[Any]) -> None:
+        self.sql = sql
+        self.params = params
+        self.done = False
+        self.retried = False
+        self.rows: Rows = []
+        self.error: BaseException | None = None
+        self._wake = threading.Lock()
+        self._wake.acquire()  # held until this write is done, or must lead the next batch
+
+    def finish(self, rows: Rows) -> None:
+        """Record the write's rows."""
+        self.rows, self.done = rows, True
+
+    def fail(self, error: BaseException) -> None:
+        """Record the write's failure."""
+        self.error, self.done = error, True
+
+
+class GroupCommit:
+    """Queues writes of one kind and commits them in batches (see the module docstring).
+
+    Args:
+        write_batch: writes a batch, calling `Write.finish` or `Write.fail` on each.
+    """
+
+    def __init__(self, write_batch: Callable[[list[Write]], None]) -> None:
+        self._write_batch = write_batch
+        self._queue: list[Write] = []
+        self._leading = False
+        self._lock = threading.Lock()
+
+    def write(self, sql: str, params: Sequence[Any]) -> tuple[Rows, bool]:
+        """Execute one write statement, committed before this returns.
+
+        Returns:
+            The statement's rows, and whether it may have run twice (a retry after a
+            failure that may have hidden a commit).
+
+        Raises:
+            StorageError: the database failed; the write may or may not have committed.
+        """
+        item = Write(sql, params)
+        with self._lock:
+            self._queue.append(item)
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            item._wake.acquire()  # woken when done, or when it is our turn to lead
+        while not item.done:
+            self._lead(item)
+        if item.error is not None:
+            raise item.error
+        return item.rows, item.retried
+
+    def _lead(self, item: Write) -> None:
+        """Write the next batch; once *item* is done, hand the lead to the next writer."""
+        with self._lock:
+            batch, self._queue = self._queue[:LIMIT], self._queue[LIMIT:]
+        try:
+            self._write_batch(batch)
+        finally:
+            for other in batch:
+                if other is not item:
+                    other._wake.release()
+        with self._lock:
+            if not item.done:
+                return  # our write was beyond this batch: lead the next one too
+            if self._queue:
+                self._queue[0]._wake.release()  # the next batch's leader
+            else:
+                self._leading = False
+
+
+def in_one_transaction(db: Connections, name: str) -> Callable[[list[Write]], None]:
+    """Write a batch as its statements, one after another, in one transaction."""
+
+    def write_batch(batch: list[Write]) -> None:
+        if len(batch) > 1:
+            try:
+                results = db.run(name, lambda session, _: _together(db, session, batch))
+            except Exception:
+                for write in batch:
+                    write.retried = True  # the transaction may have committed unseen
+            else:
+                for write, rows in zip(batch, results, strict=True):
+                    write.finish(rows)
+                return
+        one_by_one(db, name, batch)
+
+    return write_batch
+
+
+def _together(db: Connections, session: Session, batch: list[Write]) -> list[Rows]:
+    with db.transaction(session):
+        return [list(session.execute(w.sql, w.params).fetchall()) for w in batch]
+
+
+def one_by_one(db: Connections, name: str, batch: list[Write]) -> None:
+    """Write each statement on its own (the fallback for a batch that failed)."""
+    for write in batch:
+
+        def body(session: Session, retried: bool, write: Write = write) -> Rows:
+            write.retried = write.retried or retried
+            return list(session.execute(write.sql, write.params).fetchall())
+
+        try:
+            write.finish(db.run(name, body))
+        except BaseException as error:
+            write.fail(error)

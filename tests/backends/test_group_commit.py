@@ -1,0 +1,147 @@
+"""Group commit: concurrent writes share transactions without losing their own results."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from durable._records import NewRun, RunStatus, Step, StepKind, StepStatus
+from durable.backends import Backend, _group
+from durable.backends._group import GroupCommit, Write
+from durable.errors import LeaseLost, StorageError
+
+SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def step(run_id: str, position: int, **fields: Any) -> Step:
+    values: dict[str, Any] = {
+        "run_id": run_id,
+        "position": position,
+        "kind": StepKind.TASK,
+        "name": "app.task",
+        "call_hash": "v1:00",
+        "status": StepStatus.COMPLETED,
+        "output": b"j%d" % position,
+        "epoch": 1,
+    }
+    values.update(fields)
+    return Step(**values)
+
+
+def in_threads(n: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run work(0..n-1) in n threads released together; return results (or errors)."""
+    barrier = threading.Barrier(n)
+    results: list[Any] = [None] * n
+
+    def target(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = work(i)
+        except BaseException as error:
+            results[i] = error
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+@pytest.fixture
+def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
+    """Counts the size of every batch group commit writes."""
+    sizes: Counter[int] = Counter()
+    original = GroupCommit._lead
+
+    def counting(self: GroupCommit, item: Write) -> None:
+        with self._lock:
+            sizes[min(len(self._queue), _group.LIMIT)] += 1
+        original(self, item)
+
+    monkeypatch.setattr(GroupCommit, "_lead", counting)
+    return sizes
+
+
+@pytest.mark.parametrize("make_backend", SQL, indirect=True)
+def test_concurrent_steps_all_land_and_share_transactions(
+    make_backend: Callable[[], Backend], batch_sizes: Counter[int]
+) -> None:
+    """24 threads recording 40 steps each: every step stored once, correctly, in batches."""
+    backend = make_backend()
+    for i in range(24):
+        backend.create_run(
+            NewRun(id=f"r{i}", workflow="w", input=b"j[]", call_hash="h", owner="o", lease=60)
+        )
+    results = in_threads(24, lambda i: [backend.record(step(f"r{i}", p), 1) for p in range(40)])
+    for i, recorded in enumerate(results):
+        assert not isinstance(recorded, BaseException), recorded
+        assert [stored.position for stored, _ in recorded] == list(range(40))
+        history = backend.load_history(f"r{i}")
+        assert [s.output for s in history] == [b"j%d" % p for p in range(40)]
+    writes = sum(size * count for size, count in batch_sizes.items())
+    assert writes >= 24 * 40
+    assert max(batch_sizes) > 1, "concurrent writes must have shared a transaction"
+
+
+@pytest.mark.parametrize("make_backend", SQL, indirect=True)
+def test_one_bad_write_does_not_fail_its_batch(make_backend: Callable[[], Backend]) -> None:
+    """A write the database refuses fails alone; the others in its batch are stored."""
+    backend = make_backend()
+    for i in range(12):
+        backend.create_run(
+            NewRun(id=f"r{i}", workflow="w", input=b"j[]", call_hash="h", owner="o", lease=60)
+        )
+
+    def work(i: int) -> Any:
+        bad = i == 5
+        # name=None breaks a NOT NULL constraint: the database refuses that row.
+        return backend.record(step(f"r{i}", 0, name=None if bad else "app.task"), 1)
+
+    results = in_threads(12, work)
+    assert isinstance(results[5], StorageError)
+    for i, result in enumerate(results):
+        if i != 5:
+            assert not isinstance(result, BaseException), result
+            assert [s.position for s in backend.load_history(f"r{i}")] == [0]
+    assert list(backend.load_history("r5")) == []
+
+
+@pytest.mark.parametrize("make_backend", SQL, indirect=True)
+def test_fencing_holds_inside_a_batch(make_backend: Callable[[], Backend]) -> None:
+    """Stale writers batched with current ones are fenced off; the current ones land."""
+    backend = make_backend()
+    for i in range(10):
+        backend.create_run(
+            NewRun(id=f"r{i}", workflow="w", input=b"j[]", call_hash="h", owner="o", lease=60)
+        )
+    results = in_threads(10, lambda i: backend.record(step(f"r{i}", 0), 1 if i % 2 else 7))
+    for i, result in enumerate(results):
+        if i % 2:
+            assert not isinstance(result, BaseException)
+        else:
+            assert isinstance(result, LeaseLost) and result.epoch == 7
+    outcomes = in_threads(
+        10,
+        lambda i: backend.finish_run(f"r{i}", 1 if i < 5 else 3, RunStatus.COMPLETED, output=b"j1"),
+    )
+    assert outcomes == [True] * 5 + [False] * 5
+
+
+def test_leadership_passes_on_when_the_queue_is_long() -> None:
+    """More writes than one batch holds: every writer still gets its own result."""
+    batches: list[int] = []
+
+    def write_batch(batch: list[Write]) -> None:
+        batches.append(len(batch))
+        for write in batch:
+            write.finish([(write.params[0] * 2,)])
+
+    group = GroupCommit(write_batch)
+    results = in_threads(200, lambda i: group.write("sql", (i,)))
+    assert [rows for rows, _ in results] == [[(i * 2,)] for i in range(200)]
+    assert sum(batches) == 200 and max(batches) <= _group.LIMIT
