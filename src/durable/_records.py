@@ -17,6 +17,9 @@ class RunStatus(StrEnum):
     QUEUED = "queued"
     #: owned by a process that is executing it (or died doing so; see the lease).
     RUNNING = "running"
+    #: suspended in a wait: for a time (``wake_at``), an event or another run
+    #: (``waiting_on``). It holds no thread; it is queued again when the wait is over.
+    WAITING = "waiting"
     #: its code no longer matches its history; resumes once the code is fixed.
     BLOCKED = "blocked"
     #: finished with a result.
@@ -40,8 +43,10 @@ _FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLE
 class StepStatus(StrEnum):
     """The state of one history position."""
 
-    #: an attempt failed and another will follow; the row will be updated.
+    #: an attempt failed and another will follow (at ``wake_at``); the row will be updated.
     RETRYING = "retrying"
+    #: a wait not over yet: its deadline (``wake_at``) is recorded; the row will be updated.
+    WAITING = "waiting"
     #: finished with an output. Never changes again.
     COMPLETED = "completed"
     #: finished with an error. Never changes again.
@@ -50,7 +55,7 @@ class StepStatus(StrEnum):
     @property
     def finished(self) -> bool:
         """True when the position's outcome is final."""
-        return self is not StepStatus.RETRYING
+        return self is StepStatus.COMPLETED or self is StepStatus.FAILED
 
 
 class StepKind(StrEnum):
@@ -65,6 +70,12 @@ class StepKind(StrEnum):
     DISPATCH = "dispatch"
     #: waiting for a child run; the outcome is the child's.
     JOIN = "join"
+    #: a durable sleep, for a duration or until a moment.
+    SLEEP = "sleep"
+    #: waiting for an event sent to the run; the outcome is its payload, or None.
+    EVENT = "event"
+    #: an event sent from inside a workflow.
+    SEND = "send"
     #: the point where a cancellation request was delivered as `Cancelled`.
     CANCEL = "cancel"
 
@@ -107,6 +118,10 @@ class Run:
     priority: int = 0
     started_at: float | None = None
     cancel_requested: bool = False
+    #: when a WAITING run's wait is over (None: only an event or a run ends it).
+    wake_at: float | None = None
+    #: what a WAITING run waits for: ``event:<name>`` or ``run:<id>`` (None: a timer).
+    waiting_on: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,3 +141,19 @@ class Step:
     started_at: float | None = None
     finished_at: float | None = None
     epoch: int = 0
+    #: for a WAITING step, its deadline; for a RETRYING one, when the next attempt is due.
+    wake_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """An event sent to a run: kept in its inbox until a wait consumes it."""
+
+    id: int
+    run_id: str
+    name: str
+    payload: bytes
+    sent_at: float
+    sender: str | None = None
+    key: str | None = None
+    consumed_position: int | None = None

@@ -16,6 +16,7 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── NondeterminismError             the code no longer matches a run's recorded history
     ├── IdempotencyConflict             a run id reused for a different call
     ├── RunNotFound (LookupError)       no run has that id
+    ├── RunFinished                     an event sent to a run that has finished
     ├── RunDead                         a run given up after its owner died too often
     ├── WaitTimeout (TimeoutError)      a run did not finish within the time waited
     ├── LeaseLost                       another owner took the run over (fencing)
@@ -46,6 +47,7 @@ __all__ = [
     "PayloadError",
     "RecordedError",
     "RunDead",
+    "RunFinished",
     "RunNotFound",
     "SerializationError",
     "StorageError",
@@ -174,6 +176,18 @@ class RunNotFound(DurableError, LookupError):
     """
 
     run_id: str
+
+
+class RunFinished(DurableError):
+    """The run has finished, so it can no longer receive what was sent to it.
+
+    Attributes:
+        run_id: the run.
+        status: its final status.
+    """
+
+    run_id: str
+    status: str
 
 
 class RunDead(DurableError):

@@ -1,9 +1,9 @@
 """Storage backends: the `Backend` protocol and its two implementations."""
 
-from ._protocol import Backend
+from ._protocol import TIMERS, Backend
 from .memory import MemoryBackend
 
-__all__ = ["Backend", "MemoryBackend", "SQLBackend"]
+__all__ = ["TIMERS", "Backend", "MemoryBackend", "SQLBackend"]
 
 
 def __getattr__(name: str) -> object:

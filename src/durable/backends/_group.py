@@ -30,15 +30,20 @@ LIMIT = 64
 
 Rows = list[tuple[Any, ...]]
 
+#: A write's follow-up in its own transaction: given the session and the statement's
+#: rows, run more statements and return the write's rows.
+Then = Callable[[Session, Rows], Rows]
+
 
 class Write:
     """One queued write: its statement and, once done, its rows or error."""
 
-    __slots__ = ("_wake", "done", "error", "params", "retried", "rows", "sql")
+    __slots__ = ("_wake", "done", "error", "params", "retried", "rows", "sql", "then")
 
-    def __init__(self, sql: str, params: Sequence[Any]) -> None:
+    def __init__(self, sql: str, params: Sequence[Any], then: Then | None = None) -> None:
         self.sql = sql
         self.params = params
+        self.then = then
         self.done = False
         self.retried = False
         self.rows: Rows = []
@@ -68,8 +73,9 @@ class GroupCommit:
         self._leading = False
         self._lock = threading.Lock()
 
-    def write(self, sql: str, params: Sequence[Any]) -> tuple[Rows, bool]:
-        """Execute one write statement, committed before this returns.
+    def write(self, sql: str, params: Sequence[Any], then: Then | None = None) -> tuple[Rows, bool]:
+        """Execute one write statement (and *then*, in the same transaction), committed
+        before this returns.
 
         Returns:
             The statement's rows, and whether it may have run twice (a retry after a
@@ -78,7 +84,7 @@ class GroupCommit:
         Raises:
             StorageError: the database failed; the write may or may not have committed.
         """
-        item = Write(sql, params)
+        item = Write(sql, params, then)
         with self._lock:
             self._queue.append(item)
             lead = not self._leading
@@ -129,9 +135,14 @@ def in_one_transaction(db: Connections, name: str) -> Callable[[list[Write]], No
     return write_batch
 
 
+def _execute(session: Session, write: Write) -> Rows:
+    rows = list(session.execute(write.sql, write.params).fetchall())
+    return rows if write.then is None else write.then(session, rows)
+
+
 def _together(db: Connections, session: Session, batch: list[Write]) -> list[Rows]:
     with db.transaction(session):
-        return [list(session.execute(w.sql, w.params).fetchall()) for w in batch]
+        return [_execute(session, write) for write in batch]
 
 
 def one_by_one(db: Connections, name: str, batch: list[Write]) -> None:
@@ -140,7 +151,10 @@ def one_by_one(db: Connections, name: str, batch: list[Write]) -> None:
 
         def body(session: Session, retried: bool, write: Write = write) -> Rows:
             write.retried = write.retried or retried
-            return list(session.execute(write.sql, write.params).fetchall())
+            if write.then is None:
+                return list(session.execute(write.sql, write.params).fetchall())
+            with db.transaction(session):
+                return _execute(session, write)
 
         try:
             write.finish(db.run(name, body))

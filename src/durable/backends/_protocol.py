@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from durable._records import NewRun, Run, RunStatus, Step
+from durable._records import Event, NewRun, Run, RunStatus, Step
+
+#: The topic notified when a run starts sleeping: workers read `Backend.next_wake` again.
+TIMERS = "timers"
 
 
 class Watch(Protocol):
@@ -83,7 +86,8 @@ class Backend(Protocol):
 
         *status* is COMPLETED, FAILED, CANCELLED or DEAD (terminal, never changed again)
         or BLOCKED (resumable once the code matches the history again). ``run:<id>``
-        is notified.
+        is notified, and a parent WAITING on this run (``waiting_on == "run:<id>"``) is
+        queued again.
 
         Returns:
             False if the run's epoch moved on, or it already finished; nothing changed then.
@@ -95,10 +99,11 @@ class Backend(Protocol):
     ) -> Run | None:
         """Take ownership of a run whose owner is gone; a compare-and-set.
 
-        Succeeds only if the run is still at *epoch* and claimable: QUEUED, BLOCKED, or
-        RUNNING with an expired lease or with ``lease_owner == dead_owner`` (a caller
-        that has verified that owner is dead). The claim bumps the epoch, so every write
-        of the previous owner is fenced off from then on. Taking over a RUNNING run
+        Succeeds only if the run is still at *epoch* and claimable: QUEUED, BLOCKED,
+        WAITING with ``wake_at`` passed, or RUNNING with an expired lease or with
+        ``lease_owner == dead_owner`` (a caller that has verified that owner is dead).
+        The claim bumps the epoch, so every write of the previous owner is fenced off
+        from then on. Taking over a RUNNING run
         counts one more recovery; a run first started gets ``started_at``.
 
         Returns:
@@ -134,9 +139,9 @@ class Backend(Protocol):
     def recoverable(self, *, host: str) -> Sequence[Run]:
         """Return runs that may need a new owner.
 
-        That is BLOCKED runs, QUEUED runs that were started before (released), and
-        RUNNING runs whose lease expired or whose owner names *host* (the caller
-        checks whether that process still lives).
+        That is BLOCKED runs, QUEUED runs that were started before (released), WAITING
+        runs whose ``wake_at`` has passed, and RUNNING runs whose lease expired or whose
+        owner names *host* (the caller checks whether that process still lives).
         """
         ...
 
@@ -153,12 +158,86 @@ class Backend(Protocol):
         """Cancel a run and every unfinished run below it (children, grandchildren...).
 
         QUEUED and BLOCKED runs become CANCELLED at once; RUNNING ones get
-        ``cancel_requested`` (their owner delivers it at the next durable call).
+        ``cancel_requested`` (their owner delivers it at the next durable call), and so
+        do WAITING ones, which are queued again to receive it.
         Finished runs are not touched. ``run:<id>`` is notified for each changed run.
 
         Returns:
             The run as now stored, or None if no run has this id.
         """
+        ...
+
+    def suspend_run(
+        self, run_id: str, epoch: int, *, wake_at: float | None, waiting_on: str | None
+    ) -> RunStatus | None:
+        """Stop executing a run until its wait is over; drop its lease. Fenced by *epoch*.
+
+        Decided atomically with `send_event` and with runs finishing: if the wait is
+        over already (*wake_at* has passed, the inbox holds an unconsumed event named by
+        ``waiting_on = "event:<name>"``, or the run named by ``"run:<id>"`` has
+        finished) the run is QUEUED at once; otherwise it is WAITING with *wake_at* and
+        *waiting_on*. A wake-up can therefore never be lost between the two.
+
+        Returns:
+            The status set, or None if the run's epoch moved on (nothing changed).
+        """
+        ...
+
+    def wake_due(self, *, limit: int) -> int:
+        """Queue up to *limit* WAITING runs whose ``wake_at`` has passed, most overdue
+        first; notify their queues. Concurrent callers never wake one run twice.
+
+        Returns:
+            How many runs were woken.
+        """
+        ...
+
+    def next_wake(self) -> float | None:
+        """Seconds from now (on the backend's clock) until the earliest ``wake_at`` of a
+        WAITING run, negative if it is overdue; None if no run sleeps on a timer.
+
+        Workers sleep that long before calling `wake_due`. A run that starts sleeping
+        notifies the ``timers`` topic, so that they read it again.
+        """
+        ...
+
+    def send_event(
+        self,
+        run_id: str,
+        name: str,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        sender: str | None = None,
+    ) -> Event:
+        """Put an event in a run's inbox, durably; queue the run if it waits for *name*.
+
+        Events of one name are consumed in the order they were sent. With a *key* that
+        this run has seen before, the earlier event is returned and nothing is added.
+
+        Raises:
+            RunNotFound: no run has this id.
+            RunFinished: the run has finished; it will never consume the event.
+        """
+        ...
+
+    def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
+        """Take the run's oldest unconsumed event *name* and record *step* with it.
+
+        One transaction, fenced by *epoch*: the event's payload becomes the step's
+        output, its id the step's input (``{"event": id}``), and the event is marked
+        consumed by the step's position. Each event is consumed by exactly one wait.
+
+        Returns:
+            As `record`, or None when the inbox holds no such event (nothing changed).
+
+        Raises:
+            LeaseLost: the run's epoch is no longer *epoch*; nothing changed.
+        """
+        ...
+
+    def events(self, run_id: str) -> Sequence[Event]:
+        """Every event sent to a run, oldest first, consumed or not."""
         ...
 
     def watch(self, topics: Sequence[str]) -> Watch:

@@ -23,6 +23,23 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from durable._records import RunStatus, StepStatus
 
 from ._schema import history, runs
+from ._wait_queries import WaitQueries
+
+#: What recording over an unfinished (retrying or waiting) step replaces: everything
+#: but its key and first start, so a cancellation marker can take a wait's place.
+UPDATED_ON_RECORD = (
+    "kind",
+    "name",
+    "call_hash",
+    "status",
+    "input",
+    "output",
+    "error",
+    "attempts",
+    "finished_at",
+    "epoch",
+    "wake_at",
+)
 
 #: The record statement's parameters, in the order `sql._step_params` builds them.
 RECORD_ORDER = (*(c.name for c in history.c), "fence_id", "fence_epoch", "cancel_id")
@@ -36,9 +53,10 @@ def _constant(value: str) -> sa.ColumnClause[str]:
 _FINISHED = tuple(_constant(status) for status in RunStatus if status.finished)
 _RUNNING = _constant(RunStatus.RUNNING)
 _QUEUED = _constant(RunStatus.QUEUED)
+_WAITING = _constant(RunStatus.WAITING)
+_UNFINISHED_STEP = _constant(StepStatus.RETRYING), _constant(StepStatus.WAITING)
 _BLOCKED = _constant(RunStatus.BLOCKED)
 _CANCELLED = _constant(RunStatus.CANCELLED)
-_RETRYING = _constant(StepStatus.RETRYING)
 
 #: The one PostgreSQL notification channel; payloads are topics (see _hub.py).
 CHANNEL = "durable"
@@ -81,7 +99,10 @@ class Queries:
             else (sa.func.julianday(sa.literal_column("'now'")) - 2440587.5) * 86400.0
         )
         self._insert = pg_dialect.insert if self.postgres else sqlite_dialect.insert
+        self.channel = CHANNEL
         self.now = self._compile(sa.select(self._now))
+        #: suspending, waking and the inbox (see _wait_queries.py).
+        self.waits = WaitQueries(self)
         self._define_runs()
         self._define_history()
         self._define_claims()
@@ -97,8 +118,29 @@ class Queries:
 
     # -- helpers --------------------------------------------------------------------
 
-    def _compile(self, statement: sa.Executable) -> Statement:
+    @property
+    def now_expression(self) -> sa.ColumnElement[float]:
+        """The database clock, in seconds since the epoch."""
+        return self._now
+
+    def compile(self, statement: sa.Executable) -> Statement:
+        """Compile *statement* for this dialect."""
         return Statement(statement, self._dialect)
+
+    _compile = compile
+
+    def _finishing(self, update: Any) -> Statement:
+        """A statement finishing runs, returning their topics (``run:<id>``) first.
+
+        On PostgreSQL it also wakes, in the same statement, each parent waiting on one
+        of them (see `WaitQueries.waking_parents`). SQLite returns each run's
+        ``parent_id`` second instead, and the backend wakes the parent in the same
+        transaction (SQLite has no UPDATE inside WITH).
+        """
+        r = runs.c
+        if self.postgres:
+            return self.waits.waking_parents(update.returning(r.id, r.parent_id))
+        return self._compile(self._notifying(update, self._run_topic(), r.parent_id))
 
     def _notifying(self, dml: Any, topic: sa.ColumnElement[str], *more: Any) -> Any:
         """*dml* returning (topic, *more); on PostgreSQL also notifying the topic."""
@@ -166,18 +208,15 @@ class Queries:
             r.status.notin_(_FINISHED),
         )
         ended = {"lease_owner": sa.null(), "lease_until": sa.null(), "updated_at": now}
-        self.finish_run = self._compile(
-            self._notifying(
-                sa.update(runs)
-                .where(*fenced_unfinished)
-                .values(
-                    status=_bind("status", r.status),
-                    output=_bind("output", r.output),
-                    error=_bind("error", r.error),
-                    finished_at=now,
-                    **ended,
-                ),
-                self._run_topic(),
+        self.finish_run = self._finishing(
+            sa.update(runs)
+            .where(*fenced_unfinished)
+            .values(
+                status=_bind("status", r.status),
+                output=_bind("output", r.output),
+                error=_bind("error", r.error),
+                finished_at=now,
+                **ended,
             )
         )
         self.block_run = self._compile(
@@ -226,7 +265,7 @@ class Queries:
         record = self._insert(history).from_select(
             [c.name for c in history.c], sa.select(*(value(c) for c in history.c)).where(fence)
         )
-        updated = ("status", "input", "output", "error", "attempts", "finished_at", "epoch")
+        updated = UPDATED_ON_RECORD
         # The row comes back only if written, carrying the run's cancellation flag, so
         # the owner learns of a cancel request without an extra query.
         cancel_flag = (
@@ -236,7 +275,7 @@ class Queries:
             record.on_conflict_do_update(
                 index_elements=[h.run_id, h.position],
                 set_={name: record.excluded[name] for name in updated},
-                where=h.status == _RETRYING,
+                where=h.status.in_(_UNFINISHED_STEP),
             ).returning(cancel_flag)
         )
         self.record_conflict = self._compile(
@@ -261,6 +300,8 @@ class Queries:
             "lease_until": now + _bind("lease", r.lease_until),
             "updated_at": now,
             "started_at": sa.func.coalesce(r.started_at, now),
+            "wake_at": sa.null(),
+            "waiting_on": sa.null(),
         }
         takeover = sa.case(
             (r.status == _RUNNING, sa.literal_column("1")), else_=sa.literal_column("0")
@@ -272,6 +313,7 @@ class Queries:
                 r.epoch == _bind("epoch", r.epoch),
                 sa.or_(
                     r.status.in_((_QUEUED, _BLOCKED)),
+                    sa.and_(r.status == _WAITING, r.wake_at <= now),
                     sa.and_(
                         r.status == _RUNNING,
                         sa.or_(
@@ -325,6 +367,7 @@ class Queries:
                 sa.or_(
                     r.status == _BLOCKED,
                     sa.and_(r.status == _QUEUED, r.started_at.is_not(None)),
+                    sa.and_(r.status == _WAITING, r.wake_at <= now),
                     sa.and_(r.status == _RUNNING, sa.or_(r.lease_until < now, on_this_host)),
                 )
             )
@@ -355,12 +398,11 @@ class Queries:
         record = self._insert(history).from_select(
             [c.name for c in columns], sa.select(*(v.c[c.name] for c in columns)).where(fence)
         )
-        updated = ("status", "input", "output", "error", "attempts", "finished_at", "epoch")
         written = (
             record.on_conflict_do_update(
                 index_elements=[h.run_id, h.position],
-                set_={name: record.excluded[name] for name in updated},
-                where=h.status == _RETRYING,
+                set_={name: record.excluded[name] for name in UPDATED_ON_RECORD},
+                where=h.status.in_(_UNFINISHED_STEP),
             )
             .returning(h.run_id, h.position)
             .cte("written")
@@ -374,20 +416,17 @@ class Queries:
         )
         names = ["id", "epoch", "status", "output", "error"]
         v = unnest([r.id, r.epoch, r.status, r.output, r.error], names)
-        self.finish_many = self._compile(
-            self._notifying(
-                sa.update(runs)
-                .where(r.id == v.c.id, r.epoch == v.c.epoch, r.status.notin_(_FINISHED))
-                .values(
-                    status=v.c.status,
-                    output=v.c.output,
-                    error=v.c.error,
-                    lease_owner=sa.null(),
-                    lease_until=sa.null(),
-                    updated_at=self._now,
-                    finished_at=self._now,
-                ),
-                self._run_topic(),
+        self.finish_many = self._finishing(
+            sa.update(runs)
+            .where(r.id == v.c.id, r.epoch == v.c.epoch, r.status.notin_(_FINISHED))
+            .values(
+                status=v.c.status,
+                output=v.c.output,
+                error=v.c.error,
+                lease_owner=sa.null(),
+                lease_until=sa.null(),
+                updated_at=self._now,
+                finished_at=self._now,
             )
         )
 
@@ -414,6 +453,20 @@ class Queries:
                     finished_at=self._now,
                 ),
                 self._run_topic(),
+                r.parent_id,
+            )
+        )
+        # A waiting run is queued again, to receive Cancelled at the wait it sleeps in.
+        self.cancel_waiting = self._compile(
+            self.waits.waking(
+                sa.update(runs)
+                .where(in_tree, r.status == _WAITING)
+                .values(
+                    status=_QUEUED,
+                    cancel_requested=sa.literal_column("1"),
+                    wake_at=sa.null(),
+                    waiting_on=sa.null(),
+                )
             )
         )
         self.cancel_request = self._compile(

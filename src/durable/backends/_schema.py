@@ -45,6 +45,9 @@ runs = sa.Table(
     sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
     sa.Column("started_at", sa.Double),
     sa.Column("cancel_requested", sa.Integer, nullable=False, server_default="0"),
+    # Added in version 3 (time and events):
+    sa.Column("wake_at", sa.Double),
+    sa.Column("waiting_on", sa.Text),
     # recover() and the lease sweep look for RUNNING runs by lease expiry.
     sa.Index("durable_runs_status_lease", "status", "lease_until"),
     sa.Index("durable_runs_parent", "parent_id"),
@@ -69,7 +72,30 @@ history = sa.Table(
     sa.Column("started_at", sa.Double),
     sa.Column("finished_at", sa.Double),
     sa.Column("epoch", sa.Integer, nullable=False),
+    # Added in version 3: a WAITING step's deadline, a RETRYING one's next attempt.
+    sa.Column("wake_at", sa.Double),
     sqlite_with_rowid=False,
+)
+
+# Version 3: each run's inbox. Events wait here until a wait consumes them, oldest
+# first (by id: sends to one run are serialized on its row, so ids follow sends).
+events = sa.Table(
+    "durable_events",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),  # SQLite: a rowid alias
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("sent_at", sa.Double, nullable=False),
+    sa.Column("sender", sa.Text),
+    sa.Column("key", sa.Text),
+    sa.Column("consumed_position", sa.Integer),
+    sa.Column("consumed_at", sa.Double),
 )
 
 meta = sa.Table(
@@ -80,6 +106,33 @@ meta = sa.Table(
 )
 
 _QUEUED = sa.text("status = 'queued'")
+
+_UNCONSUMED = events.c.consumed_position.is_(None)
+_WAITING = sa.text("status = 'waiting'")
+_KEYED = events.c.key.is_not(None)
+
+# A wait consumes the oldest unconsumed event of one name sent to its run.
+sa.Index(
+    "durable_events_inbox",
+    events.c.run_id,
+    events.c.name,
+    events.c.id,
+    sqlite_where=_UNCONSUMED,
+    postgresql_where=_UNCONSUMED,
+)
+# An event sent with a key is delivered once, however often it is sent.
+sa.Index(
+    "durable_events_key",
+    events.c.run_id,
+    events.c.key,
+    unique=True,
+    sqlite_where=_KEYED,
+    postgresql_where=_KEYED,
+)
+# Workers wake sleeping runs whose time has come.
+_due_index = sa.Index(
+    "durable_runs_due", runs.c.wake_at, sqlite_where=_WAITING, postgresql_where=_WAITING
+)
 
 # Workers claim the oldest, most urgent queued runs of their queues.
 _claim_index = sa.Index(
@@ -92,14 +145,14 @@ _claim_index = sa.Index(
 )
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Execute = Callable[[str], None]
 
 
 def create(dialect: sa.Dialect, execute: Execute) -> None:
     """Create every table and index at the current version (a new database)."""
-    for table in (runs, history, meta):
+    for table in (runs, history, events, meta):
         execute(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
             execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
@@ -113,8 +166,19 @@ def _v1_to_v2(dialect: sa.Dialect, execute: Execute) -> None:
     execute(str(CreateIndex(_claim_index, if_not_exists=True).compile(dialect=dialect)))
 
 
+def _v2_to_v3(dialect: sa.Dialect, execute: Execute) -> None:
+    """Time and events: wake times, what a run waits on, and the inbox."""
+    for table, name in ((runs, "wake_at"), (runs, "waiting_on"), (history, "wake_at")):
+        column = CreateColumn(table.c[name]).compile(dialect=dialect)
+        execute(f"ALTER TABLE {table.name} ADD COLUMN {column}")
+    execute(str(CreateTable(events, if_not_exists=True).compile(dialect=dialect)))
+    for index in sorted(events.indexes, key=lambda i: str(i.name)):
+        execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+    execute(str(CreateIndex(_due_index, if_not_exists=True).compile(dialect=dialect)))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 

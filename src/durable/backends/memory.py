@@ -8,17 +8,19 @@ drive lease expiry in tests.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 from collections.abc import Sequence
 
 from durable._clock import SYSTEM_CLOCK, Clock
-from durable._records import NewRun, Run, RunStatus, Step
+from durable._records import Event, NewRun, Run, RunStatus, Step
 from durable.errors import LeaseLost, StorageError
 
 from ._hub import Hub, Watch
+from ._memory_waits import WaitsMixin
 
 
-class MemoryBackend:
+class MemoryBackend(WaitsMixin):
     """An in-process backend for tests and demos. Nothing survives the process."""
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -26,6 +28,8 @@ class MemoryBackend:
         self._lock = threading.Lock()
         self._runs: dict[str, Run] = {}
         self._history: dict[str, dict[int, Step]] = {}
+        self._events: dict[str, list[Event]] = {}
+        self._event_ids = itertools.count(1)
         self._closed = False
         self._hub = Hub()
 
@@ -130,7 +134,8 @@ class MemoryBackend:
                 updated_at=now,
                 finished_at=now if status.finished else None,
             )
-        self._hub.notify(f"run:{run_id}")
+            woken = self._wake(run.parent_id, f"run:{run_id}") if status.finished else []
+        self._notify([f"run:{run_id}", *woken])
         return True
 
     def claim_run(
@@ -148,7 +153,8 @@ class MemoryBackend:
                 if not (expired or (dead_owner is not None and run.lease_owner == dead_owner)):
                     return None
                 return self._claim(run, owner, lease, now, run.recoveries + 1)
-            if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED):
+            due = run.status is RunStatus.WAITING and run.wake_at is not None and run.wake_at <= now
+            if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due:
                 return self._claim(run, owner, lease, now, run.recoveries)
             return None
 
@@ -162,6 +168,8 @@ class MemoryBackend:
             recoveries=recoveries,
             updated_at=now,
             started_at=run.started_at if run.started_at is not None else now,
+            wake_at=None,
+            waiting_on=None,
         )
         self._runs[run.id] = claimed
         return claimed
@@ -209,6 +217,12 @@ class MemoryBackend:
                 }
             )
 
+    def queues(self) -> list[str]:
+        """The queues that hold QUEUED runs (not part of `Backend`: for DurableEnv)."""
+        with self._lock:
+            self._check_open()
+            return sorted({r.queue for r in self._runs.values() if r.status is RunStatus.QUEUED})
+
     def recoverable(self, *, host: str) -> Sequence[Run]:
         """See `Backend.recoverable`."""
         with self._lock:
@@ -221,6 +235,8 @@ class MemoryBackend:
                     return True
                 if run.status is RunStatus.QUEUED:
                     return run.started_at is not None
+                if run.status is RunStatus.WAITING:
+                    return run.wake_at is not None and run.wake_at <= now
                 if run.status is not RunStatus.RUNNING:
                     return False
                 expired = run.lease_until is not None and run.lease_until < now
@@ -256,6 +272,7 @@ class MemoryBackend:
     def cancel_run(self, run_id: str) -> Run | None:
         """See `Backend.cancel_run`."""
         changed: list[str] = []
+        woken: list[tuple[str | None, str]] = []
         with self._lock:
             self._check_open()
             if run_id not in self._runs:
@@ -276,14 +293,27 @@ class MemoryBackend:
                         updated_at=now,
                         finished_at=now,
                     )
+                    woken.append((run.parent_id, f"run:{member}"))
                 elif run.status is RunStatus.RUNNING and not run.cancel_requested:
                     self._runs[member] = dataclasses.replace(run, cancel_requested=True)
+                elif run.status is RunStatus.WAITING:
+                    # Queued again, to receive Cancelled at the wait it sleeps in.
+                    self._runs[member] = dataclasses.replace(
+                        run,
+                        status=RunStatus.QUEUED,
+                        cancel_requested=True,
+                        wake_at=None,
+                        waiting_on=None,
+                        updated_at=now,
+                    )
+                    changed.append(f"queue:{run.queue}")
                 else:
                     continue
-                changed.append(member)
+                changed.append(f"run:{member}")
+            for parent, topic in woken:
+                changed += self._wake(parent, topic)
             result = self._runs[run_id]
-        for member in changed:
-            self._hub.notify(f"run:{member}")
+        self._notify(changed)
         return result
 
     def watch(self, topics: Sequence[str]) -> Watch:

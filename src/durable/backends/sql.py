@@ -19,89 +19,22 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, make_url
 
-from durable._records import NewRun, Run, RunStatus, Step, StepKind, StepStatus
+from durable._records import NewRun, Run, RunStatus, Step
 from durable.errors import ConfigurationError, LeaseLost
 
-from . import _schema
+from . import _rows, _schema
 from ._connections import Connections, postgres_opener, sqlite_opener
 from ._group import GroupCommit, Write, in_one_transaction, one_by_one
 from ._hub import Hub, Watch
 from ._listener import Listener
 from ._queries import CHANNEL, Queries, Statement
+from ._sql_waits import SQLWaitsMixin
 
 #: Other processes cannot notify a SQLite waiter, so its waits poll this often.
 SQLITE_POLL = 0.05
 
-_RUN_STATUS = {status.value: status for status in RunStatus}
-_STEP_STATUS = {status.value: status for status in StepStatus}
-_STEP_KIND = {kind.value: kind for kind in StepKind}
 
-
-def _run(row: Sequence[Any]) -> Run:
-    return Run(
-        id=row[0],
-        workflow=row[1],
-        status=_RUN_STATUS[row[2]],
-        input=row[3],
-        call_hash=row[4],
-        output=row[5],
-        error=row[6],
-        epoch=row[7],
-        lease_owner=row[8],
-        lease_until=row[9],
-        recoveries=row[10],
-        parent_id=row[11],
-        created_at=row[12],
-        updated_at=row[13],
-        finished_at=row[14],
-        queue=row[15],
-        priority=row[16],
-        started_at=row[17],
-        cancel_requested=bool(row[18]),
-    )
-
-
-def _step(row: Sequence[Any]) -> Step:
-    return Step(
-        run_id=row[0],
-        position=row[1],
-        kind=_STEP_KIND[row[2]],
-        name=row[3],
-        call_hash=row[4],
-        status=_STEP_STATUS[row[5]],
-        input=row[6],
-        output=row[7],
-        error=row[8],
-        attempts=row[9],
-        started_at=row[10],
-        finished_at=row[11],
-        epoch=row[12],
-    )
-
-
-def _step_params(step: Step, epoch: int) -> tuple[Any, ...]:
-    # The hottest statement: its parameters are built directly, in _queries.RECORD_ORDER.
-    return (
-        step.run_id,
-        step.position,
-        step.kind.value,
-        step.name,
-        step.call_hash,
-        step.status.value,
-        step.input,
-        step.output,
-        step.error,
-        step.attempts,
-        step.started_at,
-        step.finished_at,
-        epoch,
-        step.run_id,
-        epoch,
-        step.run_id,
-    )
-
-
-class SQLBackend:
+class SQLBackend(SQLWaitsMixin):
     """A backend on SQLite or PostgreSQL.
 
     Args:
@@ -202,16 +135,12 @@ class SQLBackend:
                 write.retried = True
             one_by_one(self._db, "Finishing runs", batch)
             return
+        self._announce(rows)  # the runs' topics, and their woken parents'
         topics = {row[0] for row in rows}
         id_at = order.index("id")
         for write in batch:
             topic = f"run:{write.params[id_at]}"
             write.finish([(topic,)] if topic in topics else [])
-
-    def _announce(self, rows: Sequence[Sequence[Any]]) -> None:
-        """Wake waiters in this process on the topics a statement returned first."""
-        for row in rows:
-            self._hub.notify(row[0])
 
     # -- the Backend contract -------------------------------------------------------
 
@@ -292,7 +221,7 @@ class SQLBackend:
 
         def body(conn: Any, _retried: bool) -> Run | None:
             row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
-            return None if row is None else _run(row)
+            return None if row is None else _rows.run(row)
 
         return self._db.run(f"Reading run {run_id!r}", body)
 
@@ -301,7 +230,7 @@ class SQLBackend:
         return self._db.run(
             f"Loading the history of run {run_id!r}",
             lambda conn, _: [
-                _step(row)
+                _rows.step(row)
                 # fetchall: iterating a psycopg cursor row by row costs 3 us a row.
                 for row in self._execute(
                     conn, self._sql.load_history, {"run_id": run_id}
@@ -311,7 +240,7 @@ class SQLBackend:
 
     def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
         """See `Backend.record`."""
-        values = _step_params(step, epoch)
+        values = _rows.step_params(step, epoch)
         if self._sql.record_permutation is not None:
             values = tuple(values[i] for i in self._sql.record_permutation)
         name = f"Recording position {step.position} of run {step.run_id!r}"
@@ -338,8 +267,20 @@ class SQLBackend:
                     epoch=epoch,
                 )
             if row[2] is not None:
-                return _step(row[2:]), bool(row[1])
+                return _rows.step(row[2:]), bool(row[1])
             # pragma: no cover - the row vanished in between (purged?); write again
+
+    def _record_in(self, session: Any, step: Step, epoch: int) -> tuple[Step, bool] | None:
+        """Record *step* on *session* (inside the caller's transaction); None if nothing
+        was written (fenced off, or the position is finished)."""
+        values = _rows.step_params(step, epoch)
+        if self._sql.record_permutation is not None:
+            values = tuple(values[i] for i in self._sql.record_permutation)
+        row = session.execute(self._sql.record.sql, values).fetchone()
+        if row is None:
+            return None
+        stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
+        return stored, bool(row[0])
 
     def finish_run(
         self,
@@ -371,7 +312,10 @@ class SQLBackend:
                 raise batch[0].error
             rows, retried = batch[0].rows, batch[0].retried
         else:
-            rows, retried = self._outcomes.write(statement.sql, statement.params(values))
+            # SQLite wakes a waiting parent in the same transaction; PostgreSQL's
+            # statement does it itself.
+            then = None if self._sql.postgres else self._wake_parents
+            rows, retried = self._outcomes.write(statement.sql, statement.params(values), then)
         if rows:
             self._announce(rows)
             return True
@@ -396,11 +340,11 @@ class SQLBackend:
         def body(conn: Any, retried: bool) -> Run | None:
             row = self._execute(conn, self._sql.claim_run, values).fetchone()
             if row is not None:
-                return _run(row)
+                return _rows.run(row)
             if retried:
                 current = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
                 if current is not None and current[7] == epoch + 1 and current[8] == owner:
-                    return _run(current)
+                    return _rows.run(current)
             return None
 
         return self._db.run(f"Claiming run {run_id!r}", body)
@@ -440,7 +384,7 @@ class SQLBackend:
             ),
         )
         # RETURNING comes in the update's scan order, not the subquery's.
-        return sorted(map(_run, rows), key=lambda run: (-run.priority, run.created_at))
+        return sorted(map(_rows.run, rows), key=lambda run: (-run.priority, run.created_at))
 
     def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
         """See `Backend.queued_workflows`."""
@@ -458,7 +402,7 @@ class SQLBackend:
         return self._db.run(
             "Looking for runs to recover",
             lambda conn, _: [
-                _run(row)
+                _rows.run(row)
                 for row in self._execute(
                     conn, self._sql.recoverable, {"prefix": prefix, "prefix_len": len(prefix)}
                 ).fetchall()
@@ -493,13 +437,19 @@ class SQLBackend:
 
         def body(conn: Any, _retried: bool) -> Run | None:
             with self._db.transaction(conn):
-                changed = [
-                    *self._execute(conn, self._sql.cancel_now, {"id": run_id}).fetchall(),
-                    *self._execute(conn, self._sql.cancel_request, {"id": run_id}).fetchall(),
+                cancelled = self._execute(conn, self._sql.cancel_now, {"id": run_id}).fetchall()
+                changed = self._wake_parents(conn, [(row[0], row[1]) for row in cancelled])
+                changed += [
+                    (topic,)
+                    for row in self._execute(
+                        conn, self._sql.cancel_waiting, {"id": run_id}
+                    ).fetchall()
+                    for topic in row[:2]
                 ]
+                changed += self._execute(conn, self._sql.cancel_request, {"id": run_id}).fetchall()
                 row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
             self._announce(changed)
-            return None if row is None else _run(row)
+            return None if row is None else _rows.run(row)
 
         return self._db.run(f"Cancelling run {run_id!r}", body)
 

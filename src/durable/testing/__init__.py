@@ -5,6 +5,6 @@
 """
 
 from durable.backends.memory import MemoryBackend
-from durable.testing._conformance import CHECKS, check_backend
+from durable.testing._suite import CHECKS, check_backend
 
 __all__ = ["CHECKS", "MemoryBackend", "check_backend"]

@@ -524,8 +524,8 @@ def _race(n: int, fn: Callable[[int], Any]) -> list[Any]:
     return results
 
 
-#: Every check, in the order check_backend runs them.
-CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
+#: The checks of runs, histories, leases and queues, in the order they run.
+CORE_CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     check_create_run_once,
     check_create_queued_run,
     check_get_run,
@@ -552,18 +552,3 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     check_recoverable,
     check_now,
 )
-
-
-def check_backend(make_backend: MakeBackend) -> None:
-    """Run every Backend contract check against fresh backends from *make_backend*.
-
-    *make_backend* must return a new, empty backend each time it is called.
-
-    Raises:
-        AssertionError: naming the contract the backend breaks.
-    """
-    for check in CHECKS:
-        try:
-            check(make_backend)
-        except AssertionError as error:
-            raise AssertionError(f"{check.__name__}: {check.__doc__} -- {error}") from error

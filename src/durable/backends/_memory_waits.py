@@ -1,0 +1,192 @@
+"""The memory backend's waits: suspending runs, waking them, and their inboxes.
+
+A mixin of `MemoryBackend` (it shares that class's lock and dictionaries), kept apart
+because waiting is its own concept: when a run may sleep, what wakes it, and how
+events reach it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from collections.abc import Callable, Sequence
+
+from durable._records import Event, Run, RunStatus, Step, StepStatus
+from durable.errors import LeaseLost, RunFinished, RunNotFound
+
+from ._hub import Hub
+from ._protocol import TIMERS
+
+
+class WaitsMixin:
+    """Waiting and events for `MemoryBackend` (see `Backend` for the contracts)."""
+
+    _lock: threading.Lock
+    _runs: dict[str, Run]
+    _history: dict[str, dict[int, Step]]
+    _events: dict[str, list[Event]]
+    _event_ids: itertools.count[int]
+    _hub: Hub
+    now: Callable[[], float]
+    _check_open: Callable[[], None]
+
+    def _wake(self, run_id: str | None, waiting_on: str | None = None) -> list[str]:
+        """Queue *run_id* if it is WAITING (on *waiting_on*, if given); the topics to
+        notify once the lock is released (none if it was not woken)."""
+        run = self._runs.get(run_id) if run_id else None
+        if run is None or run.status is not RunStatus.WAITING:
+            return []
+        if waiting_on is not None and run.waiting_on != waiting_on:
+            return []
+        self._runs[run.id] = dataclasses.replace(
+            run, status=RunStatus.QUEUED, wake_at=None, waiting_on=None, updated_at=self.now()
+        )
+        return [f"run:{run.id}", f"queue:{run.queue}"]
+
+    def _notify(self, topics: list[str]) -> None:
+        for topic in topics:
+            self._hub.notify(topic)
+
+    def suspend_run(
+        self, run_id: str, epoch: int, *, wake_at: float | None, waiting_on: str | None
+    ) -> RunStatus | None:
+        """See `Backend.suspend_run`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            if run is None or run.epoch != epoch or run.status is not RunStatus.RUNNING:
+                return None
+            now = self.now()
+            over = (wake_at is not None and wake_at <= now) or self._satisfied(run_id, waiting_on)
+            status = RunStatus.QUEUED if over else RunStatus.WAITING
+            also = f"queue:{run.queue}" if over else TIMERS if wake_at is not None else None
+            self._runs[run_id] = dataclasses.replace(
+                run,
+                status=status,
+                lease_owner=None,
+                lease_until=None,
+                updated_at=now,
+                wake_at=None if over else wake_at,
+                waiting_on=None if over else waiting_on,
+            )
+        self._notify([f"run:{run_id}"] + ([also] if also else []))
+        return status
+
+    def _satisfied(self, run_id: str, waiting_on: str | None) -> bool:
+        if waiting_on is None:
+            return False
+        kind, _, name = waiting_on.partition(":")
+        if kind == "event":
+            return any(
+                e.name == name and e.consumed_position is None for e in self._events.get(run_id, [])
+            )
+        other = self._runs.get(name)
+        return other is not None and other.status.finished
+
+    def wake_due(self, *, limit: int) -> int:
+        """See `Backend.wake_due`."""
+        with self._lock:
+            self._check_open()
+            now = self.now()
+            due = sorted(
+                (
+                    r
+                    for r in self._runs.values()
+                    if r.status is RunStatus.WAITING and r.wake_at is not None and r.wake_at <= now
+                ),
+                key=lambda r: r.wake_at or 0.0,
+            )[:limit]
+            topics = [topic for run in due for topic in self._wake(run.id)]
+        self._notify(topics)
+        return len(due)
+
+    def next_wake(self) -> float | None:
+        """See `Backend.next_wake`."""
+        with self._lock:
+            self._check_open()
+            times = [
+                r.wake_at
+                for r in self._runs.values()
+                if r.status is RunStatus.WAITING and r.wake_at is not None
+            ]
+            return min(times) - self.now() if times else None
+
+    def send_event(
+        self,
+        run_id: str,
+        name: str,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        sender: str | None = None,
+    ) -> Event:
+        """See `Backend.send_event`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            if run is None:
+                raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
+            inbox = self._events.setdefault(run_id, [])
+            earlier = next((e for e in inbox if key is not None and e.key == key), None)
+            if earlier is not None:
+                return earlier
+            if run.status.finished:
+                raise RunFinished(
+                    f"Run {run_id!r} has finished ({run.status}); it will never receive "
+                    f"event {name!r}.",
+                    run_id=run_id,
+                    status=run.status.value,
+                )
+            event = Event(
+                id=next(self._event_ids),
+                run_id=run_id,
+                name=name,
+                payload=payload,
+                sent_at=self.now(),
+                sender=sender,
+                key=key,
+            )
+            inbox.append(event)
+            woken = self._wake(run_id, f"event:{name}")
+        self._notify(woken)
+        return event
+
+    def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
+        """See `Backend.consume_event`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(step.run_id)
+            if run is None or run.epoch != epoch:
+                raise LeaseLost(
+                    f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it.",
+                    run_id=step.run_id,
+                    epoch=epoch,
+                )
+            existing = self._history[step.run_id].get(step.position)
+            if existing is not None and existing.status.finished:
+                return existing, run.cancel_requested
+            inbox = self._events.get(step.run_id, [])
+            index = next(
+                (i for i, e in enumerate(inbox) if e.name == name and e.consumed_position is None),
+                None,
+            )
+            if index is None:
+                return None
+            event = inbox[index]
+            inbox[index] = dataclasses.replace(event, consumed_position=step.position)
+            stored = dataclasses.replace(
+                step,
+                status=StepStatus.COMPLETED,
+                input=b'j{"event":%d}' % event.id,
+                output=event.payload,
+                epoch=epoch,
+            )
+            self._history[step.run_id][step.position] = stored
+            return stored, run.cancel_requested
+
+    def events(self, run_id: str) -> Sequence[Event]:
+        """See `Backend.events`."""
+        with self._lock:
+            self._check_open()
+            return list(self._events.get(run_id, []))

@@ -1,0 +1,99 @@
+"""Rows to records and back: the column order of `_schema`'s tables, in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from durable._records import Event, Run, RunStatus, Step, StepKind, StepStatus
+
+RUN_STATUS = {status.value: status for status in RunStatus}
+_STEP_STATUS = {status.value: status for status in StepStatus}
+_STEP_KIND = {kind.value: kind for kind in StepKind}
+
+
+def run(row: Sequence[Any]) -> Run:
+    """A `durable_runs` row as a Run."""
+    return Run(
+        id=row[0],
+        workflow=row[1],
+        status=RUN_STATUS[row[2]],
+        input=row[3],
+        call_hash=row[4],
+        output=row[5],
+        error=row[6],
+        epoch=row[7],
+        lease_owner=row[8],
+        lease_until=row[9],
+        recoveries=row[10],
+        parent_id=row[11],
+        created_at=row[12],
+        updated_at=row[13],
+        finished_at=row[14],
+        queue=row[15],
+        priority=row[16],
+        started_at=row[17],
+        cancel_requested=bool(row[18]),
+        wake_at=row[19],
+        waiting_on=row[20],
+    )
+
+
+def step(row: Sequence[Any]) -> Step:
+    """A `durable_history` row as a Step."""
+    return Step(
+        run_id=row[0],
+        position=row[1],
+        kind=_STEP_KIND[row[2]],
+        name=row[3],
+        call_hash=row[4],
+        status=_STEP_STATUS[row[5]],
+        input=row[6],
+        output=row[7],
+        error=row[8],
+        attempts=row[9],
+        started_at=row[10],
+        finished_at=row[11],
+        epoch=row[12],
+        wake_at=row[13],
+    )
+
+
+def step_params(step: Step, epoch: int) -> tuple[Any, ...]:
+    """The record statement's parameters, in `_queries.RECORD_ORDER`.
+
+    The hottest statement: its parameters are built directly, not through a mapping.
+    """
+    return (
+        step.run_id,
+        step.position,
+        step.kind.value,
+        step.name,
+        step.call_hash,
+        step.status.value,
+        step.input,
+        step.output,
+        step.error,
+        step.attempts,
+        step.started_at,
+        step.finished_at,
+        epoch,
+        step.wake_at,
+        step.run_id,
+        epoch,
+        step.run_id,
+    )
+
+
+def event(row: Sequence[Any]) -> Event:
+    """A `durable_events` row as an Event."""
+    return Event(
+        id=row[0],
+        run_id=row[1],
+        name=row[2],
+        payload=row[3],
+        sent_at=row[4],
+        sender=row[5],
+        key=row[6],
+        consumed_position=row[7],
+    )

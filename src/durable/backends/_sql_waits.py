@@ -1,0 +1,239 @@
+"""The SQL backend's waits: suspending runs, waking them, and their inboxes.
+
+A mixin of `SQLBackend`, kept apart because waiting is its own concept. The
+statements are in `_wait_queries.py`, whose docstring explains the lock-then-check
+rule that keeps a wake-up from being lost between a run deciding to sleep and an
+event (or a child's outcome) arriving.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from durable._records import Event, RunStatus, Step, StepStatus
+from durable.errors import LeaseLost, RunFinished, RunNotFound
+
+from . import _rows
+from ._connections import Connections, Session
+from ._hub import Hub
+from ._queries import Queries, Statement
+
+Rows = list[tuple[Any, ...]]
+
+
+class _NoEvent(Exception):
+    """Rolls back a consume that found nothing to take, or was fenced off."""
+
+
+class SQLWaitsMixin:
+    """Waiting and events for `SQLBackend` (see `Backend` for the contracts)."""
+
+    _db: Connections
+    _sql: Queries
+    _hub: Hub
+    _execute: Callable[[Any, Statement, Mapping[str, Any]], Any]
+    _record_in: Callable[[Session, Step, int], tuple[Step, bool] | None]
+
+    def _announce(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Wake waiters in this process on the topics a statement returned first."""
+        for row in rows:
+            self._hub.notify(row[0])
+
+    def _announce_wakes(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Wake waiters on both topics of rows from `WaitQueries.waking`."""
+        for row in rows:
+            self._hub.notify(row[0])
+            self._hub.notify(row[1])
+
+    def _wake_parents(self, session: Session, rows: Rows) -> Rows:
+        """For (``run:<id>``, parent id) rows of runs just finished, in their transaction:
+        queue each parent waiting on its child. Returns the topics to announce."""
+        topics: Rows = []
+        for topic, parent in rows:
+            topics.append((topic,))
+            if parent is None:
+                continue
+            waits = self._sql.waits
+            self._execute(session, waits.lock_run, {"id": parent})
+            for row in self._execute(
+                session, waits.wake, {"id": parent, "waiting_on": topic}
+            ).fetchall():
+                topics += [(row[0],), (row[1],)]
+        return topics
+
+    def suspend_run(
+        self, run_id: str, epoch: int, *, wake_at: float | None, waiting_on: str | None
+    ) -> RunStatus | None:
+        """See `Backend.suspend_run`."""
+        kind, _, name = (waiting_on or "").partition(":")
+        values = {
+            "id": run_id,
+            "epoch": epoch,
+            "wake_at": wake_at,
+            "waiting_on": waiting_on,
+            "event": name if kind == "event" else None,
+            "child": name if kind == "run" else None,
+        }
+        waits = self._sql.waits
+
+        def body(session: Session, retried: bool) -> tuple[str | None, Rows]:
+            with self._db.transaction(session):
+                self._execute(session, waits.lock_run, {"id": run_id})
+                rows: Rows = self._execute(session, waits.suspend, values).fetchall()
+                if rows:
+                    return rows[0][2], rows
+                if retried:
+                    # Our first attempt may have committed unseen: then the run is no
+                    # longer RUNNING, and its epoch is still ours.
+                    run = self._execute(session, self._sql.get_run, {"id": run_id}).fetchone()
+                    if run is not None and run[7] == epoch and run[2] != RunStatus.RUNNING:
+                        return run[2], []
+            return None, []
+
+        status, rows = self._db.run(f"Suspending run {run_id!r}", body)
+        self._announce_wakes(rows)
+        return None if status is None else _rows.RUN_STATUS[status]
+
+    def wake_due(self, *, limit: int) -> int:
+        """See `Backend.wake_due`."""
+
+        def body(session: Session, _retried: bool) -> Rows:
+            return list(
+                self._execute(session, self._sql.waits.wake_due, {"limit": limit}).fetchall()
+            )
+
+        rows = self._db.run("Waking due runs", body)
+        self._announce_wakes(rows)
+        return len(rows)
+
+    def next_wake(self) -> float | None:
+        """See `Backend.next_wake`."""
+        row = self._db.run(
+            "Reading the next wake-up time",
+            lambda session, _: self._execute(session, self._sql.waits.next_wake, {}).fetchone(),
+        )
+        return None if row is None or row[0] is None else float(row[0])
+
+    def send_event(
+        self,
+        run_id: str,
+        name: str,
+        payload: bytes,
+        *,
+        key: str | None = None,
+        sender: str | None = None,
+    ) -> Event:
+        """See `Backend.send_event`."""
+        waits = self._sql.waits
+
+        def body(session: Session, _retried: bool) -> tuple[Event, Rows]:
+            with self._db.transaction(session):
+                row = self._execute(session, waits.lock_run, {"id": run_id}).fetchone()
+                if row is None:
+                    raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
+                if key is not None:
+                    earlier = self._execute(
+                        session, waits.find_key, {"id": run_id, "key": key}
+                    ).fetchone()
+                    if earlier is not None:
+                        return _rows.event(earlier), []
+                status = _rows.RUN_STATUS[row[0]]
+                if status.finished:
+                    raise RunFinished(
+                        f"Run {run_id!r} has finished ({status}); it will never receive "
+                        f"event {name!r}.",
+                        run_id=run_id,
+                        status=status.value,
+                    )
+                event_id, sent_at = self._execute(
+                    session,
+                    waits.insert_event,
+                    {"id": run_id, "name": name, "payload": payload, "sender": sender, "key": key},
+                ).fetchone()
+                woken: Rows = []
+                if status is RunStatus.WAITING and row[1] == f"event:{name}":
+                    woken = self._execute(
+                        session, waits.wake, {"id": run_id, "waiting_on": row[1]}
+                    ).fetchall()
+            event = Event(
+                id=event_id,
+                run_id=run_id,
+                name=name,
+                payload=payload,
+                sent_at=sent_at,
+                sender=sender,
+                key=key,
+            )
+            return event, woken
+
+        event, woken = self._db.run(f"Sending event {name!r} to run {run_id!r}", body)
+        self._announce_wakes(woken)
+        return event
+
+    def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
+        """See `Backend.consume_event`."""
+        waits = self._sql.waits
+
+        def body(session: Session, _retried: bool) -> tuple[Step, bool] | None:
+            try:
+                with self._db.transaction(session):
+                    taken = self._execute(
+                        session,
+                        waits.take_event,
+                        {"id": step.run_id, "name": name, "position": step.position},
+                    ).fetchone()
+                    if taken is None:
+                        raise _NoEvent
+                    consumed = dataclasses.replace(
+                        step,
+                        status=StepStatus.COMPLETED,
+                        input=b'j{"event":%d}' % taken[0],
+                        output=taken[1],
+                    )
+                    written = self._record_in(session, consumed, epoch)
+                    if written is None:
+                        raise _NoEvent  # fenced off, or the position is finished
+                    return written
+            except _NoEvent:
+                pass
+            return None
+
+        result = self._db.run(
+            f"Consuming event {name!r} at position {step.position} of run {step.run_id!r}", body
+        )
+        if result is not None:
+            return result
+        # Nothing taken: maybe no event, maybe a newer owner, maybe already recorded.
+        conflict = self._db.run(
+            f"Reading position {step.position} of run {step.run_id!r}",
+            lambda session, _: self._execute(
+                session,
+                self._sql.record_conflict,
+                {"run_id": step.run_id, "position": step.position},
+            ).fetchone(),
+        )
+        if conflict is None or conflict[0] != epoch:
+            raise LeaseLost(
+                f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it "
+                "over, so this process may not consume its events.",
+                run_id=step.run_id,
+                epoch=epoch,
+            )
+        recorded = None if conflict[2] is None else _rows.step(conflict[2:])
+        if recorded is not None and recorded.status.finished:
+            return recorded, bool(conflict[1])
+        return None
+
+    def events(self, run_id: str) -> Sequence[Event]:
+        """See `Backend.events`."""
+        return self._db.run(
+            f"Reading the events of run {run_id!r}",
+            lambda session, _: [
+                _rows.event(row)
+                for row in self._execute(
+                    session, self._sql.waits.list_events, {"id": run_id}
+                ).fetchall()
+            ],
+        )
