@@ -7,24 +7,24 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_steps_benchmark_quick(tmp_path: Path) -> None:
-    """benchmarks/steps.py --quick prints one well-formed JSON line per backend."""
-    backends = "memory,sqlite" + (
-        ",postgres" if os.environ.get("DURABLE_TEST_POSTGRES_URL") else ""
-    )
+def run_quick(script: str, backends: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """Run ``benchmarks/SCRIPT --quick`` on *backends* (plus PostgreSQL when the tests
+    have it); check it printed one JSON line per backend, in order; return them."""
     env = {**os.environ}
     if os.environ.get("DURABLE_TEST_POSTGRES_URL"):
+        backends += ",postgres"
         env["DURABLE_BENCH_POSTGRES_URL"] = os.environ["DURABLE_TEST_POSTGRES_URL"]
     result = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "steps.py"),
+            str(ROOT / "benchmarks" / script),
             "--quick",
             "--backends",
             backends,
@@ -42,40 +42,55 @@ def test_steps_benchmark_quick(tmp_path: Path) -> None:
     assert [line["backend"] for line in lines] == backends.replace("postgres", "postgresql").split(
         ","
     )
-    for line in lines:
+    return lines
+
+
+def test_steps_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/steps.py --quick prints one well-formed JSON line per backend."""
+    for line in run_quick("steps.py", "memory,sqlite", tmp_path):
         assert line["us_per_step_200x10"] > 0 and line["ms_resume_1000_steps"] > 0
         assert "meets_targets" in line
 
 
 def test_queue_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/queue.py --quick drains its queue with two worker processes."""
-    backends = "sqlite" + (",postgres" if os.environ.get("DURABLE_TEST_POSTGRES_URL") else "")
-    env = {**os.environ}
-    if os.environ.get("DURABLE_TEST_POSTGRES_URL"):
-        env["DURABLE_BENCH_POSTGRES_URL"] = os.environ["DURABLE_TEST_POSTGRES_URL"]
+    for line in run_quick("queue.py", "sqlite", tmp_path):
+        assert line["workflows_per_s"] > 0 and line["pickup_ms"]["p50"] >= 0
+
+
+def test_waits_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/waits.py --quick parks, signals and wakes runs with a worker process."""
+    for line in run_quick("waits.py", "sqlite", tmp_path):
+        assert line["parked_runs"] == 400 and line["wake_lag_ms"]["min"] >= 0
+        assert line["meets_targets"]["no_early_wake"] and line["env_30_days_ms"] > 0
+
+
+def test_soak_benchmark_quick() -> None:
+    """benchmarks/soak.py --quick feeds a mixed load to two workers on PostgreSQL,
+    purging as it goes, and its checker finds nothing wrong."""
+    url = os.environ.get("DURABLE_TEST_POSTGRES_URL")
+    if not url:
+        if os.environ.get("DURABLE_REQUIRE_POSTGRES") == "1":
+            pytest.fail("DURABLE_REQUIRE_POSTGRES=1 but DURABLE_TEST_POSTGRES_URL is not set")
+        pytest.skip("the soak runs on PostgreSQL: set DURABLE_TEST_POSTGRES_URL")
     result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "queue.py"),
-            "--quick",
-            "--backends",
-            backends,
-            "--tmpdir",
-            str(tmp_path),
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--quick", "--postgres-url", url],
         capture_output=True,
         text=True,
         timeout=300,
-        env=env,
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [line["backend"] for line in lines] == backends.replace("postgres", "postgresql").split(
-        ","
-    )
-    for line in lines:
-        assert line["workflows_per_s"] > 0 and line["pickup_ms"]["p50"] >= 0
+    (line,) = result.stdout.splitlines()
+    soak = json.loads(line)
+    assert soak["checker"] == "ok", soak["checker"]
+    assert soak["dispatched"] > 0 and soak["finished"] == soak["dispatched"]
+    assert soak["purged"] > 0, "the periodic purges deleted finished runs"
+    assert set(soak["kinds"]) == {"short", "nap", "listen", "retrying"}
+    assert len(soak["samples"]) >= 5 and len(soak["rss_growth"]) == 2
+    for sample in soak["samples"]:
+        assert set(sample["tables"]) == {"durable_runs", "durable_history", "durable_events"}
+        assert all(mb is not None and mb > 0 for mb in sample["rss_mb"])
 
 
 @pytest.mark.parametrize(

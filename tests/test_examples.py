@@ -47,6 +47,18 @@ def test_crash_and_resume(tmp_path: Path) -> None:
     assert "result: ['result of task 1', 'result of task 2', 'result of task 3']" in output
 
 
+def test_approval(tmp_path: Path) -> None:
+    """approval.py: d1 times out and escalates, d2 gets its event; a rerun replays both."""
+    first = run_example("approval.py", tmp_path)
+    assert "d1: escalated" in first and "no answer for d1: escalated" in first
+    assert "d2: approved" in first and "no answer for d2" not in first
+    assert "history of approval-d1: ['task', 'event', 'task']" in first
+    assert "history of approval-d2: ['task', 'event']" in first
+    second = run_example("approval.py", tmp_path)
+    assert "d1: escalated" in second and "d2: approved" in second
+    assert "review requested" not in second, "finished runs return their stored results"
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.py")))
 def test_every_example_has_a_test(name: str) -> None:
     """No example goes untested: each file in examples/ has a test above."""

@@ -57,8 +57,21 @@ def test_errors_survive_pickling() -> None:
 
 
 def test_testing_module_exports() -> None:
-    """durable.testing exposes the conformance suite and the memory backend."""
-    assert set(durable.testing.__all__) == {"CHECKS", "MemoryBackend", "check_backend"}
+    """durable.testing exposes the test kit, the conformance suite and the memory backend."""
+    assert set(durable.testing.__all__) == {
+        "CHECKS",
+        "DurableEnv",
+        "FAULT_POINTS",
+        "History",
+        "InjectedFault",
+        "MemoryBackend",
+        "VirtualClock",
+        "arm_fault",
+        "check_backend",
+        "disarm_faults",
+        "export_history",
+        "replay",
+    }
 
 
 def test_py_typed_ships() -> None:

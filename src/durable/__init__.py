@@ -10,10 +10,12 @@ from . import errors
 from ._config import configure, get_engine
 from ._decorators import Call, Task, Workflow, task, workflow
 from ._engine import Engine
-from ._handles import Handle, cancel, dispatch, get, wait
+from ._handles import Handle, cancel, dispatch, get
 from ._primitives import execute, execute_async, now, random, recover, task_key, uuid4
+from ._purge import purge
 from ._records import Run, RunStatus, Step, StepKind, StepStatus
 from ._retry import RetryPolicy
+from ._waiting import send, wait
 from ._worker import Worker
 from .errors import (
     Cancelled,
@@ -52,8 +54,10 @@ __all__ = [
     "get",
     "get_engine",
     "now",
+    "purge",
     "random",
     "recover",
+    "send",
     "task",
     "task_key",
     "uuid4",

@@ -1,24 +1,35 @@
-"""Runs started by a run: child workflows run inline, dispatched runs, and joins.
+"""Runs started by a run: child workflows run inline, and dispatched runs.
 
 A child's id is derived from its parent's id and position (``parent/3``), so replay
 finds the same child. What the parent records at that position is the child's
 outcome (or, for a dispatch, the child's id): replay never needs the child again.
+
+A child executed inline that has to wait (or that another owner has taken over)
+does not hold its parent's thread: the parent suspends too, waiting on
+``run:<child>``, and is queued again when the child finishes.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import _faults
+from ._context import RELEASED
 from ._decorators import Call
 from ._hashing import call_hash
-from ._records import RunStatus, Step, StepKind, StepStatus
+from ._records import Step, StepKind, StepStatus
 from ._replay import describe
-from .errors import Cancelled, IdempotencyConflict, NondeterminismError, PayloadError
+from .errors import (
+    Cancelled,
+    IdempotencyConflict,
+    LeaseLost,
+    NondeterminismError,
+    PayloadError,
+    StorageError,
+)
 
 if TYPE_CHECKING:
     from ._runner import Pending, RunContext
-
-JOIN = "durable.wait"
 
 
 def child_id(context: RunContext, position: int) -> str:
@@ -29,32 +40,40 @@ def child_id(context: RunContext, position: int) -> str:
 def run_child(context: RunContext, pending: Pending) -> Any:
     """Execute a child workflow inline, as its own run, and record its outcome here."""
     context.attempt(pending)
+    child = child_id(context, pending.position)
     try:
         value = context.engine.execute_call(
-            pending.call, run_id=child_id(context, pending.position), parent_id=context.run_id
+            pending.call, run_id=child, parent_id=context.run_id, queue=context.queue, nested=True
         )
     except (Exception, Cancelled) as error:
         _child_failed(context, pending, error)
         raise
+    if value is RELEASED:
+        raise context.suspend(None, f"run:{child}")
     return context.succeeded(pending, value)
 
 
 async def run_child_async(context: RunContext, pending: Pending) -> Any:
     """`run_child` for async workflows."""
     context.attempt(pending)
+    child = child_id(context, pending.position)
     try:
         value = await context.engine.execute_call_async(
-            pending.call, run_id=child_id(context, pending.position), parent_id=context.run_id
+            pending.call, run_id=child, parent_id=context.run_id, queue=context.queue, nested=True
         )
     except (Exception, Cancelled) as error:
         _child_failed(context, pending, error)
         raise
+    if value is RELEASED:
+        raise context.suspend(None, f"run:{child}")
     return context.succeeded(pending, value)
 
 
 def _child_failed(context: RunContext, pending: Pending, error: BaseException) -> None:
     if isinstance(error, NondeterminismError | PayloadError):
         raise context.poison(error) from None  # the child is stuck; so is its parent
+    if isinstance(error, StorageError | LeaseLost):
+        raise context.poison(error) from None  # the database failed, not the child
     if isinstance(error, IdempotencyConflict):
         raise _changed_under(context, pending) from None
     if isinstance(error, Cancelled):
@@ -92,38 +111,15 @@ def dispatch(context: RunContext, call: Call[Any], *, queue: str, priority: int)
         return run_id
     pending = context.pending(position, call, digest, kind=StepKind.DISPATCH)
     run_id = child_id(context, position)
+    _faults.hit("before_checkpoint", f"dispatch:{target.name}")
     try:
         context.engine.dispatch_call(
             call, run_id=run_id, queue=queue, priority=priority, parent_id=context.run_id
         )
     except IdempotencyConflict:
         raise _changed_under(context, pending) from None
+    except StorageError as error:
+        # Not the workflow's failure: the database is. Let go; a replay dispatches again
+        # (idempotently: the child's id is fixed by this position).
+        raise context.poison(error) from None
     return context.succeeded(pending, run_id)  # type: ignore[no-any-return]
-
-
-def join(context: RunContext, run_id: str) -> Any:
-    """Wait for run *run_id* to finish; record its outcome here and return (or raise) it."""
-    position = context.allocate()
-    digest = call_hash(StepKind.JOIN, JOIN, {"run": run_id})
-    recorded = context.decide(position, StepKind.JOIN, JOIN, digest)
-    if recorded is not None and recorded.status.finished:
-        return context.replayed(recorded)
-    started = context.engine.clock.now()
-    context.progressed()  # waiting is idle: it cannot be what kills this process
-    run = context.engine.wait_for_run(run_id, context=context)
-    completed = run.status is RunStatus.COMPLETED
-    step = Step(
-        run_id=context.run_id,
-        position=position,
-        kind=StepKind.JOIN,
-        name=JOIN,
-        call_hash=digest,
-        status=StepStatus.COMPLETED if completed else StepStatus.FAILED,
-        input=context.engine.preview({"run": run_id}),
-        output=run.output if completed else None,
-        error=None if completed else context.engine.error_of(run),
-        started_at=started,
-        finished_at=context.engine.clock.now(),
-        epoch=context.epoch,
-    )
-    return context.replayed(context.record(step))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from . import _cli_purge
 from ._config import configure
 from ._worker import Worker
 from .errors import DurableError
@@ -36,7 +37,8 @@ nothing is lost either way, the runs are taken over when their lease expires.
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(
-        prog="durable", description="Durable workflows: run workers against a database."
+        prog="durable",
+        description="Durable workflows: run workers against a database, purge old runs.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     worker = commands.add_parser(
@@ -81,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: INFO",
     )
     worker.set_defaults(handler=run_worker)
+    _cli_purge.add_command(commands)
     return parser
 
 

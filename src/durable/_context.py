@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._runner import RunContext
@@ -24,3 +24,13 @@ class TaskScope:
 
 
 current: ContextVar[RunContext | TaskScope | None] = ContextVar("durable_current", default=None)
+
+
+class _Released:
+    def __repr__(self) -> str:
+        return "<released>"
+
+
+#: What executing a run returns when it stopped without an outcome: it waits (it was
+#: suspended), another owner took it over, or its worker is draining. The run goes on.
+RELEASED: Any = _Released()

@@ -3,7 +3,8 @@
 A failed task or workflow is recorded so that replay raises the same thing: an
 exception of the same class (so ``except`` clauses match the same way), with the same
 ``args`` and attributes. It is rebuilt without calling ``__init__``, whose signature
-rarely matches ``args``. What cannot be stored is dropped rather than losing the error.
+rarely matches ``args``. What cannot be stored is dropped rather than losing the error,
+and an error too large for ``max_payload`` is cut down to its type, message and traceback.
 """
 
 from __future__ import annotations
@@ -13,16 +14,28 @@ import types
 from typing import Any
 
 from ._classes import class_ref, resolve_class
-from ._serde import JSON, PICKLED, TAG, _Encoder, _json_bytes, _safe_str, _where, loads
+from ._serde import TAG, _Encoder, _json_bytes, _safe_str, _where, loads, seal
+from ._signing import Signer
 from .errors import PayloadError, RecordedError
 
+#: How much of the message and the traceback an error cut down to fit keeps.
+_CUT_MESSAGE = 2_000
+_CUT_TRACEBACK = 20_000
 
-def dump_error(error: BaseException, *, allow_pickle: bool) -> bytes:
+
+def dump_error(
+    error: BaseException,
+    *,
+    allow_pickle: bool,
+    signer: Signer | None = None,
+    max_size: int | None = None,
+) -> bytes:
     """Encode an exception so that `load_error` rebuilds one of the same type.
 
     The class is stored by name with ``args`` and instance attributes; values that
     cannot be stored are dropped rather than failing, because the error must be
-    recorded whatever it carries.
+    recorded whatever it carries. For the same reason an error larger than *max_size*
+    is recorded without its args and attributes, its message and traceback cut short.
     """
     cls = type(error)
     record: dict[str, Any] = {
@@ -47,7 +60,27 @@ def dump_error(error: BaseException, *, allow_pickle: bool) -> bytes:
             pickled = pickled or was_pickled
     if state:
         record["state"] = state
-    return (PICKLED if pickled else JSON) + _json_bytes(record)
+    data = seal(_json_bytes(record), pickled=pickled, signer=signer)
+    if max_size is not None and len(data) > max_size:
+        return _cut(record, len(data), max_size)
+    return data
+
+
+def _cut(record: dict[str, Any], size: int, limit: int) -> bytes:
+    """The error in *record* as plain JSON of bounded size (never pickled)."""
+    message = record["message"]
+    if len(message) > _CUT_MESSAGE:
+        message = message[:_CUT_MESSAGE] + "..."
+    note = (
+        f" [recorded without its args and attributes: it was {size:,} bytes, over the "
+        f"payload limit of {limit:,} (max_payload)]"
+    )
+    small = {
+        "type": record["type"],
+        "message": message + note,
+        "traceback": record["traceback"][-_CUT_TRACEBACK:],
+    }
+    return seal(_json_bytes(small), pickled=False, signer=None)
 
 
 def _encode_or_drop(value: Any, allow_pickle: bool) -> tuple[Any, bool] | None:
@@ -99,7 +132,12 @@ def _builtin_attributes(error: BaseException) -> dict[str, Any]:
 
 
 def load_error(
-    data: bytes, *, allow_pickle: bool, run_id: str | None = None, position: int | None = None
+    data: bytes,
+    *,
+    allow_pickle: bool,
+    run_id: str | None = None,
+    position: int | None = None,
+    signer: Signer | None = None,
 ) -> BaseException:
     """Rebuild the exception recorded by `dump_error`, of the same type when it imports.
 
@@ -108,7 +146,7 @@ def load_error(
     or cannot be rebuilt, becomes a `RecordedError` carrying the original type name and
     traceback.
     """
-    record = loads(data, allow_pickle=allow_pickle, run_id=run_id, position=position)
+    record = loads(data, allow_pickle=allow_pickle, run_id=run_id, position=position, signer=signer)
     if not isinstance(record, dict) or "type" not in record:
         raise PayloadError(
             f"{_where(run_id, position)} is not a recorded error.", run_id=run_id, position=position

@@ -2,8 +2,10 @@
 
 The run's outcome is written exactly once, fenced by the epoch: COMPLETED with its
 result, FAILED with its exception, CANCELLED, or BLOCKED when the code diverged from
-the history. An execution that loses its lease, or whose worker is draining, writes
-nothing more; the run's new owner (or a waiting caller) takes it from there.
+the history. An execution can also stop without an outcome, returning `RELEASED`:
+the run waits (it is suspended until its wait is over), another owner took it over,
+or its worker is draining; the run goes on there or later. Callers that want the
+outcome anyway (`Engine.execute_call`) then join the run.
 """
 
 from __future__ import annotations
@@ -13,26 +15,19 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._context import current
+from . import _faults
+from ._context import RELEASED, current
 from ._decorators import Call, Durable, Task
 from ._records import Run, RunStatus, Step
-from ._runner import Abandoned, RunContext, run_coroutine
-from .errors import Cancelled, LeaseLost, NondeterminismError
+from ._runner import Abandoned, RunContext, Suspend, run_coroutine
+from .errors import Cancelled, LeaseLost, NondeterminismError, StorageError
 
 if TYPE_CHECKING:
     from ._engine import Engine
 
 log = logging.getLogger("durable")
 
-
-class Released:
-    """The outcome of an execution that handed its run back (draining, or lost lease)."""
-
-    def __repr__(self) -> str:
-        return "<released>"
-
-
-RELEASED: Any = Released()
+__all__ = ["RELEASED", "current_run", "drive", "drive_async"]
 
 
 def _body(context: RunContext, call: Call[Any]) -> Any:
@@ -46,16 +41,9 @@ def _body(context: RunContext, call: Call[Any]) -> Any:
     return target.fn(*call.args, **call.kwargs)
 
 
-def drive(
-    engine: Engine, run: Run, call: Call[Any], history: Sequence[Step], *, await_others: bool
-) -> Any:
-    """Execute *run* here to its outcome, synchronously.
-
-    Args:
-        await_others: if the run moves to another owner midway, wait for its outcome
-            (an `execute` caller wants the result); else return RELEASED at once (a
-            worker just frees the slot).
-    """
+def drive(engine: Engine, run: Run, call: Call[Any], history: Sequence[Step]) -> Any:
+    """Execute *run* here until it ends (its result, or its error raised) or stops
+    without an outcome (`RELEASED`)."""
     context, token = engine.enter(run, history)
     try:
         value = _body(context, call)
@@ -64,9 +52,9 @@ def drive(
     except BaseException as error:
         # Leave the run first: settling may mean waiting for, or re-claiming, it.
         engine.leave(context, token)
-        return settle_error(engine, context, run, call.target, error, await_others=await_others)
+        return settle_error(engine, context, run, error)
     engine.leave(context, token)
-    return settle_value(engine, context, run, call.target, value, await_others=await_others)
+    return settle_value(engine, context, run, call.target, value)
 
 
 async def drive_async(engine: Engine, run: Run, call: Call[Any]) -> Any:
@@ -76,19 +64,13 @@ async def drive_async(engine: Engine, run: Run, call: Call[Any]) -> Any:
         value = await _body(context, call)
     except BaseException as error:
         engine.leave(context, token)
-        return settle_error(engine, context, run, call.target, error, await_others=True)
+        return settle_error(engine, context, run, error)
     engine.leave(context, token)
-    return settle_value(engine, context, run, call.target, value, await_others=True)
+    return settle_value(engine, context, run, call.target, value)
 
 
 def settle_value(
-    engine: Engine,
-    context: RunContext,
-    run: Run,
-    target: Durable[..., Any],
-    value: Any,
-    *,
-    await_others: bool,
+    engine: Engine, context: RunContext, run: Run, target: Durable[..., Any], value: Any
 ) -> Any:
     """The workflow returned *value*: record it as the outcome (or find out why not)."""
     try:
@@ -96,21 +78,14 @@ def settle_value(
         context.replay.check_complete()
         output = engine.dump(value, f"the result of run {run.id!r} ({target.name})")
     except BaseException as error:
-        return settle_error(engine, context, run, target, error, await_others=await_others)
+        return settle_error(engine, context, run, error)
+    _faults.hit("before_complete", f"{target.kind.value}:{target.name}")
     if engine.backend.finish_run(run.id, run.epoch, RunStatus.COMPLETED, output=output):
         return value
-    return _moved_on(engine, run, target, await_others)
+    return RELEASED  # fenced off: the run has a newer owner, or finished meanwhile
 
 
-def settle_error(
-    engine: Engine,
-    context: RunContext,
-    run: Run,
-    target: Durable[..., Any],
-    error: BaseException,
-    *,
-    await_others: bool,
-) -> Any:
+def settle_error(engine: Engine, context: RunContext, run: Run, error: BaseException) -> Any:
     """The workflow raised *error*: record the outcome it means, then raise or return it."""
     fatal = context.fatal
     if fatal is None and isinstance(error, Exception | Cancelled):
@@ -118,12 +93,15 @@ def settle_error(
             context.replay.check_complete()  # ending early is a divergence too
         except NondeterminismError as diverged:
             fatal = diverged
-    abandoned = fatal if isinstance(fatal, Abandoned) else error
-    if isinstance(abandoned, Abandoned):
-        cause = abandoned.cause
+    wait = fatal if fatal is not None else error
+    if isinstance(wait, Suspend):
+        return _suspend(engine, run, wait)
+    stop = fatal if isinstance(fatal, Abandoned) else error
+    if isinstance(stop, Abandoned):
+        cause = stop.cause
         if isinstance(cause, LeaseLost):
             log.info("run %s: lease lost to another owner", run.id)
-            return _moved_on(engine, run, target, await_others)
+            return RELEASED
         engine.release_quietly(run)
         if cause is None:
             return RELEASED  # draining for shutdown: another worker continues it
@@ -146,14 +124,21 @@ def settle_error(
         raise error
     if engine.backend.finish_run(run.id, run.epoch, status, error=engine.dump_error(error)):
         raise error
-    return _moved_on(engine, run, target, await_others)
+    return RELEASED
 
 
-def _moved_on(engine: Engine, run: Run, target: Durable[..., Any], await_others: bool) -> Any:
-    """Our outcome was fenced off: the run has a newer owner, or finished meanwhile."""
-    if not await_others:
-        return RELEASED
-    return engine.join(engine.reread(run.id), target)
+def _suspend(engine: Engine, run: Run, wait: Suspend) -> Any:
+    """Store the run as waiting (or queued, if its wait is already over)."""
+    try:
+        status = engine.backend.suspend_run(
+            run.id, run.epoch, wake_at=wait.wake_at, waiting_on=wait.waiting_on
+        )
+    except StorageError:
+        engine.release_quietly(run)
+        raise
+    if status is None:
+        log.info("run %s: lease lost to another owner", run.id)
+    return RELEASED
 
 
 def current_run() -> RunContext | None:

@@ -34,11 +34,14 @@ class Handle(Generic[R]):
         return self._engine.reread(self.id)
 
     def status(self) -> RunStatus:
-        """The run's status now: queued, running, blocked, completed, failed, cancelled, dead."""
+        """The run's status now: queued, running, waiting, blocked, completed, failed,
+        cancelled or dead."""
         return self.run().status
 
     def result(self, timeout: float | None = None) -> R:
         """Wait for the run to finish and return its result (see `wait`)."""
+        from ._waiting import wait
+
         return wait(self, timeout=timeout)
 
     def cancel(self) -> bool:
@@ -125,24 +128,6 @@ def get(run_id: str) -> Handle[Any]:
     engine = get_engine()
     engine.reread(run_id)
     return Handle(engine, run_id)
-
-
-def wait(handle: Handle[R], *, timeout: float | None = None) -> R:
-    """Block until the run behind *handle* finishes; return its result.
-
-    Raises the run's own exception if it failed, `Cancelled` if it was cancelled,
-    `RunDead` if it was given up, and `WaitTimeout` if *timeout* seconds pass first (the
-    run goes on). Inside a workflow the outcome is recorded at this position, so replay
-    returns it without waiting.
-    """
-    context = current.get()
-    if isinstance(context, RunContext):
-        if timeout is not None:
-            raise TypeError("timeout= is not supported when a workflow waits for a run.")
-        result: R = _children.join(context, handle.id)
-        return result
-    engine = handle._engine
-    return engine.outcome(engine.wait_for_run(handle.id, timeout=timeout))  # type: ignore[no-any-return]
 
 
 def cancel(run_id: str) -> bool:

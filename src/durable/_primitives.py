@@ -8,7 +8,7 @@ import uuid as _uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, overload
 
-from ._config import get_engine
+from ._config import configured_clock, get_engine
 from ._context import TaskScope, current
 from ._decorators import Call, Durable
 from ._engine import Engine
@@ -146,7 +146,11 @@ def _recorded(kind: StepKind, name: str, produce: Callable[[], T]) -> T:
 
 
 def now() -> dt.datetime:
-    """The current time (UTC). Inside a workflow it is recorded, so replay sees the same."""
+    """The current time (UTC). Inside a workflow it is recorded, so replay sees the same.
+
+    Time comes from the engine's clock: in a `durable.testing.DurableEnv`, virtual time,
+    task bodies and test code included.
+    """
     return _recorded(
         StepKind.NOW,
         "durable.now",
@@ -158,9 +162,7 @@ def _clock_now() -> float:
     context = current.get()
     if isinstance(context, RunContext):
         return context.engine.clock.now()
-    import time
-
-    return time.time()
+    return configured_clock().now()  # a task body or app code: the default engine's
 
 
 def uuid4() -> _uuid.UUID:

@@ -2,8 +2,9 @@
 
 `RunContext` is what `current` holds while a workflow body runs. Each durable call
 takes a position, asks the cursor whether it is recorded, and either replays the
-recorded outcome or runs the call and records it with one fenced write. Child
-workflows, dispatch and join live in `_children.py`.
+recorded outcome or runs the call and records it with one fenced write. Tasks and
+their retries live in `_tasks.py`; child workflows and dispatch in `_children.py`;
+waits in `_waits.py`.
 
 Some conditions end an execution early, whatever the workflow code does:
 
@@ -11,10 +12,13 @@ Some conditions end an execution early, whatever the workflow code does:
   (`PayloadError`): raised into the workflow and remembered, so that every later
   durable call raises it again and the run ends blocked or failed;
 * a lost lease, a storage failure, or the worker draining for shutdown: `Abandoned`
-  (a BaseException) unwinds the workflow; nothing more is written here.
+  (a BaseException) unwinds the workflow; nothing more is written here;
+* a wait that is not over: `Suspend` (a BaseException) unwinds the workflow, and the
+  run is stored WAITING until the wait is over; then it is replayed up to that wait.
 
-A cancellation request is delivered once, at the next new durable call, as
-`Cancelled`; the delivery point is recorded, so replay raises it at the same place.
+A cancellation request is delivered once, at the next durable call that has no
+outcome yet (a new call, or a wait or retry in progress), as `Cancelled`; the delivery
+point is recorded, so replay raises it at the same place.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import _children
-from ._context import TaskScope, current
+from . import _children, _faults, _tasks
+from ._clock import SystemClock
 from ._decorators import Call, Task
 from ._hashing import call_hash
 from ._records import Run, Step, StepKind, StepStatus
@@ -50,6 +54,28 @@ _CANCEL = "durable.cancel"
 _CANCEL_HASH = call_hash(StepKind.CANCEL, _CANCEL, {})
 
 
+class Suspend(BaseException):
+    """Unwinds a workflow whose run must wait: until *wake_at* (engine clock), or until
+    what *waiting_on* names (``event:<name>``, ``run:<id>``), whichever comes first.
+
+    Parallel branches that wait at once share one Suspend: the earliest deadline, and
+    the first thing waited on (the run is replayed when that comes, and waits again
+    for whatever is still missing).
+    """
+
+    def __init__(self, wake_at: float | None, waiting_on: str | None) -> None:
+        super().__init__("suspended")
+        self.wake_at = wake_at
+        self.waiting_on = waiting_on
+
+    def merge(self, wake_at: float | None, waiting_on: str | None) -> None:
+        """Fold in another branch's wait."""
+        if wake_at is not None and (self.wake_at is None or wake_at < self.wake_at):
+            self.wake_at = wake_at
+        if self.waiting_on is None:
+            self.waiting_on = waiting_on
+
+
 class Abandoned(BaseException):
     """Unwinds a workflow whose execution must stop here.
 
@@ -60,6 +86,15 @@ class Abandoned(BaseException):
     def __init__(self, cause: LeaseLost | StorageError | None) -> None:
         super().__init__(str(cause) if cause else "released for shutdown")
         self.cause = cause
+
+
+def _in_event_loop() -> bool:
+    """Whether an event loop runs in this thread (sleeping here would stall it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -98,6 +133,9 @@ class RunContext:
         self.fatal: BaseException | None = None
         self.cancel_requested = run.cancel_requested
         self.cancel_delivered = False
+        #: called with the position of a durable call that has no recorded outcome, before
+        #: it runs: `durable.testing.replay` stops there (it only checks the history).
+        self.frontier: Callable[[int, str], None] | None = None
         #: taken over from an owner that died; the count resets once this run progresses.
         self._recovering = run.recoveries > 0
         if self._recovering:
@@ -115,7 +153,8 @@ class RunContext:
         if recorded is not None and recorded.kind is StepKind.CANCEL:
             self.cancel_delivered = True
             raise Cancelled(self.run_id)
-        if recorded is None and self.cancel_requested and not self.cancel_delivered:
+        unfinished = recorded is None or not recorded.status.finished
+        if unfinished and self.cancel_requested and not self.cancel_delivered:
             self.cancel_delivered = True
             now = self.engine.clock.now()
             marker = Step(
@@ -143,9 +182,40 @@ class RunContext:
         """Remember the first fatal condition; return what to raise now."""
         if isinstance(error, LeaseLost | StorageError):
             error = Abandoned(error)
-        if self.fatal is None:
-            self.fatal = error
+        if self.fatal is None or isinstance(self.fatal, Suspend):
+            self.fatal = error  # anything else outranks waiting
         return error
+
+    # -- waiting -----------------------------------------------------------------------
+
+    def suspend(self, wake_at: float | None, waiting_on: str | None) -> BaseException:
+        """This run must wait (see `Suspend`); return what to raise now."""
+        self.progressed()  # a wait reached: waiting cannot be what kills this process
+        fatal = self.fatal
+        if isinstance(fatal, Suspend):
+            fatal.merge(wake_at, waiting_on)
+            return fatal
+        if fatal is not None:
+            return fatal
+        self.fatal = Suspend(wake_at, waiting_on)
+        return self.fatal
+
+    def hold(self, wake_at: float) -> None:
+        """Return once *wake_at* (engine clock) has come: at once if it has; after
+        sleeping here if it is at most `Engine.max_inline_wait` away; otherwise by
+        suspending the run, which replays up to this point once it is due."""
+        clock = self.engine.clock
+        left = wake_at - clock.now()
+        if left <= 0:
+            return
+        if left <= self.engine.max_inline_wait and not _in_event_loop():
+            clock.sleep(left)
+            if isinstance(clock, SystemClock):
+                return
+            # A test clock may not have moved as far as asked: check again.
+            if clock.now() >= wake_at:
+                return
+        raise self.suspend(wake_at, None)
 
     # -- entry points ----------------------------------------------------------------
 
@@ -209,9 +279,12 @@ class RunContext:
     def decide(self, position: int, kind: StepKind, name: str, digest: str) -> Step | None:
         """The recorded step at *position* for this call, or None; poisons on divergence."""
         try:
-            return self.replay.decide(position, kind, name, digest)
+            recorded = self.replay.decide(position, kind, name, digest)
         except NondeterminismError as error:
             raise self.poison(error) from None
+        if self.frontier is not None and (recorded is None or not recorded.status.finished):
+            self.frontier(position, describe(kind, name, digest))
+        return recorded
 
     def _pending(self, position: int, call: Call[Any]) -> Pending | Step:
         """The recorded finished step to replay, or the pending call to run."""
@@ -228,7 +301,7 @@ class RunContext:
         if isinstance(pending, Step):
             return self.replayed(pending)
         if isinstance(call.target, Task):
-            return self._task(pending)
+            return _tasks.run(self, pending)
         return _children.run_child(self, pending)
 
     async def step_async(self, position: int, call: Call[Any]) -> Any:
@@ -240,7 +313,7 @@ class RunContext:
             # A sync body would block the loop: run the whole step in a thread.
             return await asyncio.to_thread(contextvars.Context().run, self.step, position, call)
         if isinstance(call.target, Task):
-            return await self._task_async(pending)
+            return await _tasks.run_async(self, pending)
         return await _children.run_child_async(self, pending)
 
     def replayed(self, step: Step) -> Any:
@@ -272,42 +345,7 @@ class RunContext:
         )  # fmt: skip
         return self.settle(step, value)
 
-    # -- tasks ---------------------------------------------------------------------------
-
-    def _task(self, pending: Pending) -> Any:
-        task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
-        while True:
-            token = current.set(TaskScope(self.run_id, pending.position, self.attempt(pending)))
-            try:
-                if task.is_async:
-                    value = run_coroutine(task.fn(*pending.call.args, **pending.call.kwargs))
-                else:
-                    value = task.fn(*pending.call.args, **pending.call.kwargs)
-            except Exception as error:
-                delay = self._failed_attempt(pending, error)
-                if delay is None:
-                    raise
-                self.engine.clock.sleep(delay)
-                continue
-            finally:
-                current.reset(token)
-            return self.succeeded(pending, value)
-
-    async def _task_async(self, pending: Pending) -> Any:
-        task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
-        while True:
-            token = current.set(TaskScope(self.run_id, pending.position, self.attempt(pending)))
-            try:
-                value = await task.fn(*pending.call.args, **pending.call.kwargs)
-            except Exception as error:
-                delay = self._failed_attempt(pending, error)
-                if delay is None:
-                    raise
-                await asyncio.sleep(delay)
-                continue
-            finally:
-                current.reset(token)
-            return self.succeeded(pending, value)
+    # -- outcomes ------------------------------------------------------------------------
 
     def attempt(self, pending: Pending) -> int:
         """Start one more attempt at *pending*; return its number (from 1)."""
@@ -333,14 +371,6 @@ class RunContext:
             **outcome,
         )
 
-    def _failed_attempt(self, pending: Pending, error: Exception) -> float | None:
-        """Record a failed attempt; return the delay before the next one, or None to give up."""
-        task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
-        retry = task.retry.should_retry(error, pending.attempt)
-        status = StepStatus.RETRYING if retry else StepStatus.FAILED
-        self.record(self.step_for(pending, status, error=self.engine.dump_error(error)))
-        return task.retry.delay(pending.attempt) if retry else None
-
     def succeeded(self, pending: Pending, value: Any) -> Any:
         """Record *value* as the outcome of *pending* and return it."""
         try:
@@ -364,6 +394,7 @@ class RunContext:
 
     def record(self, step: Step) -> Step:
         """Write *step* (fenced); learn of cancellation requests on the way back."""
+        _faults.hit("before_checkpoint", f"{step.kind.value}:{step.name}")
         try:
             stored, cancel = self.engine.backend.record(step, self.epoch)
         except (LeaseLost, StorageError) as error:
@@ -386,7 +417,7 @@ class RunContext:
 class Pending:
     """A call at the frontier: its position, identity, and the attempts made so far."""
 
-    __slots__ = ("attempt", "call", "digest", "kind", "position", "started")
+    __slots__ = ("attempt", "call", "digest", "due", "kind", "position", "started")
 
     def __init__(
         self,
@@ -405,6 +436,8 @@ class Pending:
         #: attempts made so far, including those recorded before a crash.
         self.attempt = recorded.attempts if recorded else 0
         self.started = recorded.started_at if recorded else None
+        #: when the next attempt may start (recorded with the last failed one).
+        self.due = recorded.wake_at if recorded else None
 
     def next_attempt(self) -> int:
         """Count one more attempt; return its number (from 1)."""

@@ -6,9 +6,12 @@ A payload is one header byte and a body:
   decimals, UUIDs, enums, dataclasses, pydantic models). Loading it never unpickles.
 * ``P`` + JSON that may also hold cloudpickled sub-values, for what the tags cannot
   express. Loading one needs ``allow_pickle``.
+* ``S`` + key id + HMAC tag + a ``P`` payload: written instead of ``P`` when the engine
+  has a secret key, and then the only pickles it loads (see `_signing`).
 
 Keeping pickles inside JSON leaves the rest of a value readable in the dashboard, and
 the header makes a pickle impossible to smuggle into a row that claims plain JSON.
+A payload larger than the engine's ``max_payload`` is refused when it is made.
 Classes named in tags are imported by name and must be what the tag says (a dataclass,
 an Enum, a pydantic model, an exception) before anything is constructed.
 """
@@ -31,10 +34,14 @@ from typing import Any
 import cloudpickle
 
 from ._classes import class_ref, importable_ref, resolve_class
-from .errors import PayloadError, SerializationError
+from ._signing import SIGNED, BadSignature, Signer
+from .errors import PayloadError, PayloadTooLarge, PickleRefused, SerializationError
 
 JSON = b"j"
 PICKLED = b"P"
+#: The default `Engine.max_payload`: far above what belongs in a database row, far
+#: below what makes a worker run out of memory or the database refuse the row.
+DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024
 TAG = "$durable"
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
@@ -248,7 +255,14 @@ _SCALAR_ENCODERS: dict[type, Callable[[Any], str]] = {
 }
 
 
-def dumps(value: Any, *, allow_pickle: bool, where: str | Callable[[], str]) -> bytes:
+def dumps(
+    value: Any,
+    *,
+    allow_pickle: bool,
+    where: str | Callable[[], str],
+    signer: Signer | None = None,
+    max_size: int | None = None,
+) -> bytes:
     """Encode *value* as a payload.
 
     Args:
@@ -256,16 +270,23 @@ def dumps(value: Any, *, allow_pickle: bool, where: str | Callable[[], str]) -> 
         allow_pickle: whether values JSON cannot express may be cloudpickled.
         where: names the value in an error, e.g. ``"argument 'n' of workflow 'app.f'"``,
             or a function that returns that text (only called when encoding fails).
+        signer: signs the payload if it holds a pickle.
+        max_size: the most bytes the payload may have.
 
     Raises:
         SerializationError: the value cannot be stored. Nothing has been written.
+        PayloadTooLarge: it is larger than *max_size*. Nothing has been written.
     """
     scalar = _SCALAR_ENCODERS.get(type(value))
     if scalar is not None:
         try:
-            return JSON + scalar(value).encode("utf-8")
+            data = JSON + scalar(value).encode("utf-8")
         except UnicodeEncodeError:
             pass  # a lone surrogate: the general path escapes it
+        else:
+            if max_size is not None and len(data) > max_size:
+                raise _too_large(where, value, len(data), max_size)
+            return data
     encoder = _Encoder(allow_pickle)
     try:
         body = _json_bytes(encoder.encode(value))
@@ -279,7 +300,37 @@ def dumps(value: Any, *, allow_pickle: bool, where: str | Callable[[], str]) -> 
         # User code that runs while encoding (a model_dump(), a property) failed.
         reason = f"encoding it raised {type(error).__name__}: {_safe_str(error)}"
         raise _cannot_store(where, "", value, reason) from error
-    return (PICKLED if encoder.pickled else JSON) + body
+    data = seal(body, pickled=encoder.pickled, signer=signer)
+    if max_size is not None and len(data) > max_size:
+        raise _too_large(where, value, len(data), max_size)
+    return data
+
+
+def seal(body: bytes, *, pickled: bool, signer: Signer | None) -> bytes:
+    """The payload for the JSON *body*: ``j``, or ``P`` (signed when there is a key)."""
+    if not pickled:
+        return JSON + body
+    if signer is None:
+        return PICKLED + body
+    return signer.sign(PICKLED + body)
+
+
+def _too_large(
+    where: str | Callable[[], str], value: Any, size: int, limit: int
+) -> PayloadTooLarge:
+    bad = type(value)
+    type_name = f"{bad.__module__}.{bad.__qualname__}"
+    where = where if isinstance(where, str) else where()
+    return PayloadTooLarge(
+        f"Cannot store {where}: it is {size:,} bytes encoded, over the payload limit of "
+        f"{limit:,} bytes (max_payload). Keep large data out of durable's database: store it "
+        "elsewhere (a file, object storage, a table of your own) and pass a reference to it, "
+        "or raise the limit with configure(max_payload=...) / Engine(max_payload=...).",
+        where=where,
+        type_name=type_name,
+        size=size,
+        limit=limit,
+    )
 
 
 def _cannot_store(
@@ -299,48 +350,140 @@ def _cannot_store(
 
 
 def loads(
-    data: bytes, *, allow_pickle: bool, run_id: str | None = None, position: int | None = None
+    data: bytes,
+    *,
+    allow_pickle: bool,
+    run_id: str | None = None,
+    position: int | None = None,
+    signer: Signer | None = None,
 ) -> Any:
     """Decode a payload made by `dumps`.
 
+    Args:
+        signer: with a secret key configured, the only pickles loaded are those whose
+            signature verifies under one of its keys.
+
     Raises:
-        PayloadError: the payload is corrupt, names a class that is not what it claims,
-            or holds a pickle while pickling is disabled. Nothing is unpickled then.
+        PickleRefused: the payload holds a pickle that may not be loaded: pickling is
+            disabled, it is unsigned while a key is configured, or its signature does not
+            verify. Nothing is unpickled then.
+        PayloadError: the payload is corrupt or names a class that is not what it claims.
     """
     header = bytes(data[:1])
-    if header == PICKLED and not allow_pickle:
-        raise PayloadError(
-            f"{_where(run_id, position)} holds a pickled value and pickling is disabled "
-            "(allow_pickle=False); it was not loaded.",
-            run_id=run_id,
-            position=position,
+    if header != JSON:
+        if header not in (SIGNED, PICKLED):
+            raise PayloadError(
+                f"{_where(run_id, position)} is not a durable payload (unknown header "
+                f"{header!r}); the row is corrupt or was written by something else.",
+                run_id=run_id,
+                position=position,
+            )
+        data = _trusted(
+            data, allow_pickle=allow_pickle, signer=signer, run_id=run_id, position=position
         )
-    if header not in (JSON, PICKLED):
-        raise PayloadError(
-            f"{_where(run_id, position)} is not a durable payload (unknown header {header!r}); "
-            "the row is corrupt or was written by something else.",
-            run_id=run_id,
-            position=position,
-        )
+        header = PICKLED
     try:
         tree = _loads(bytes(data[1:]).decode("utf-8"))
         if type(tree) is not dict and type(tree) is not list:
             return tree  # a scalar: nothing to decode
         return _Decoder(header == PICKLED).decode(tree)
     except _RefusedPickle:
-        raise PayloadError(
+        raise PickleRefused(
             f"{_where(run_id, position)} claims to be plain JSON but contains a pickle; it was "
             "not loaded.",
             run_id=run_id,
             position=position,
+            reason="smuggled",
         ) from None
-    except Exception as error:
+    except (Exception, SystemExit) as error:
+        # SystemExit too: a value whose unpickling exits must fail its run, not end the
+        # worker's thread and leave the run to be retried forever.
         raise PayloadError(
             f"{_where(run_id, position)} cannot be decoded ({type(error).__name__}: {error}); "
             "the row is corrupt or names a type this code no longer has.",
             run_id=run_id,
             position=position,
         ) from error
+
+
+def _trusted(
+    data: bytes,
+    *,
+    allow_pickle: bool,
+    signer: Signer | None,
+    run_id: str | None,
+    position: int | None,
+) -> bytes:
+    """The ``P`` payload inside *data* (``P`` or ``S``) if its pickles may be loaded."""
+    header = bytes(data[:1])
+    where = _where(run_id, position)
+    if not allow_pickle:
+        raise _refused(
+            f"{where} holds a pickled value and pickling is disabled (allow_pickle=False); it "
+            "was not loaded.",
+            run_id,
+            position,
+            "pickling disabled",
+        )
+    if header == PICKLED:
+        if signer is None:
+            return data
+        raise _refused(
+            f"{where} holds a pickle that is not signed, while a secret key is configured; it "
+            "was not loaded (a pickle runs code when loaded, so only signed ones are trusted). "
+            "If the row was written before signing was turned on and you trust it, re-sign it "
+            "(Engine.resign); otherwise someone who can write the database put it there.",
+            run_id,
+            position,
+            "unsigned",
+        )
+    if signer is None:
+        raise _refused(
+            f"{where} holds a signed pickle, but this engine has no secret key to verify it; it "
+            "was not loaded. Set secret_key (or $DURABLE_SECRET_KEY) to the key that wrote it.",
+            run_id,
+            position,
+            "no key",
+        )
+    try:
+        inner = signer.open(data)
+    except BadSignature as bad:
+        raise _refused(f"{where} {bad}. It was not loaded.", run_id, position, bad.reason) from None
+    if inner[:1] != PICKLED:
+        raise PayloadError(
+            f"{where} is signed but holds no pickled payload; the row is corrupt.",
+            run_id=run_id,
+            position=position,
+        )
+    return inner
+
+
+def _refused(message: str, run_id: str | None, position: int | None, reason: str) -> PickleRefused:
+    return PickleRefused(message, run_id=run_id, position=position, reason=reason)
+
+
+def resign(data: bytes, signer: Signer) -> bytes:
+    """*data* signed with the signer's current key, never unpickling anything.
+
+    An unsigned pickle is signed as it is: only re-sign rows you trust. A signed one must
+    verify under one of the signer's keys (key rotation); plain JSON is returned as is.
+
+    Raises:
+        PickleRefused: a signed payload that does not verify.
+        PayloadError: not a durable payload.
+    """
+    header = bytes(data[:1])
+    if header == JSON:
+        return bytes(data)
+    if header == SIGNED:
+        data = _trusted(data, allow_pickle=True, signer=signer, run_id=None, position=None)
+    elif header != PICKLED:
+        raise PayloadError(
+            f"The payload is not a durable payload (unknown header {header!r}).",
+            run_id=None,
+            position=None,
+        )
+    return signer.sign(bytes(data))
 
 
 def _where(run_id: str | None, position: int | None) -> str:

@@ -2,7 +2,9 @@
 
 A worker claims in batches (as many runs as it has free slots), highest priority
 first, then oldest; it wakes on notifications (LISTEN/NOTIFY on PostgreSQL) and polls
-anyway. Every few seconds it sweeps for runs whose owner died (at once when that owner
+anyway. It also keeps the time of the earliest sleeping run (re-read when a run starts
+sleeping, and every poll) and queues sleeping runs as they come due; a waiting run
+holds no slot. Every few seconds it sweeps for runs whose owner died (at once when that owner
 was a process on this host) or whose lease expired, and takes them over. It never
 claims a run whose workflow it does not know: that run waits for a worker that does.
 
@@ -24,10 +26,11 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from . import _owner, _registry
+from . import _faults, _owner, _registry
 from ._config import get_engine
 from ._engine import Engine
 from ._records import Run, RunStatus
+from .backends import TIMERS, Backend
 from .errors import ConfigurationError, StorageError
 
 log = logging.getLogger("durable.worker")
@@ -127,7 +130,9 @@ class Worker:
     # -- the loop --------------------------------------------------------------------
 
     def _loop(self) -> None:
-        watch = self.engine.backend.watch([f"queue:{queue}" for queue in self.queues])
+        backend = self.engine.backend
+        watch = backend.watch([*(f"queue:{queue}" for queue in self.queues), TIMERS])
+        timers = _Timers(backend, self.poll)
         next_sweep = 0.0
         first_sweep = True
         backoff = 0.1
@@ -141,6 +146,7 @@ class Worker:
                     )
                 continue
             try:
+                due_in = timers.wake()
                 if time.monotonic() >= next_sweep:
                     deferred = self._sweep(free, include_blocked=first_sweep)
                     first_sweep = False
@@ -148,8 +154,13 @@ class Worker:
                     next_sweep = time.monotonic() + (0.05 if deferred else self.sweep_every)
                     free = self._free()
                 runs = self._claim(free)
-            except StorageError as error:
-                log.warning("database unavailable (%s); retrying in %.1fs", error, backoff)
+            except Exception as error:
+                if isinstance(error, StorageError):
+                    log.warning("database unavailable (%s); retrying in %.1fs", error, backoff)
+                else:
+                    # Not foreseen, so logged in full; but a worker whose loop died would
+                    # sit there serving nothing until someone noticed.
+                    log.exception("worker loop failed; retrying in %.1fs", backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -157,7 +168,8 @@ class Worker:
             for run in runs:
                 self._start(run)
             if len(runs) < free:
-                watch.wait(self.poll)  # the queue is empty: wait for news, or poll
+                # The queue is empty: wait for news, the next timer, or the next poll.
+                watch.wait(min(self.poll, due_in))
 
     def _claim(self, free: int) -> list[Run]:
         """Claim up to *free* runs, queue by queue, starting with a different queue each
@@ -206,6 +218,12 @@ class Worker:
             if run.id in self._active:
                 continue
             takeover = run.status is RunStatus.RUNNING
+            if takeover and run.lease_owner == self.engine.owner:
+                if not self.engine.executing(run.id):
+                    # Ours, yet executing nowhere here: a claim whose acknowledgement was
+                    # lost in a database restart. Our heartbeat would renew it forever.
+                    self.engine.release_quietly(run)
+                continue
             if takeover and self.engine.unproven.intersection(self._active):
                 deferred = True  # one unproven takeover at a time (see the module docstring)
                 continue
@@ -225,10 +243,51 @@ class Worker:
 
     def _execute(self, run: Run) -> None:
         try:
+            _faults.hit("after_claim", run.id)
             target = self.engine.known(run)
             if target is not None:
-                self.engine.resume_quietly(run, target, await_others=False)
+                self.engine.resume_quietly(run, target)
         finally:
             with self._slots:
                 self._active.pop(run.id, None)
                 self._slots.notify_all()
+
+
+class _Timers:
+    """Knows when the earliest sleeping run is due, and queues sleeping runs that are.
+
+    One indexed read tells the time; it is read again when some run starts sleeping
+    (the ``timers`` topic; at most every `FRESH` seconds, as thousands of runs may
+    fall asleep per second) and at least every *poll* seconds, so a worker that does
+    not hear other processes (SQLite) still learns of new timers before they are due
+    (a wait shorter than `Engine.max_inline_wait` never suspends).
+    """
+
+    #: The most runs one statement wakes.
+    BATCH = 500
+    #: The least time between two reads prompted by new timers.
+    FRESH = 0.1
+
+    def __init__(self, backend: Backend, poll: float) -> None:
+        self._backend = backend
+        self._poll = poll
+        self._watch = backend.watch([TIMERS])
+        self._due = 0.0  # monotonic time the earliest sleeping run is due
+        self._read = float("-inf")  # monotonic time of the last read
+        self._stale = True  # a run started sleeping since the last read
+
+    def wake(self) -> float:
+        """Queue the runs that are due; return the seconds until the next may be."""
+        now = time.monotonic()
+        self._stale = self._watch.wait(0) or self._stale
+        if now >= self._read + self._poll or (self._stale and now >= self._read + self.FRESH):
+            due_in = self._backend.next_wake()
+            self._read, self._stale = now, False
+            self._due = now + due_in if due_in is not None else float("inf")
+        if now < self._due:
+            left = self._due - now
+            return min(left, self.FRESH) if self._stale else left
+        while self._backend.wake_due(limit=self.BATCH) == self.BATCH:
+            pass
+        self._read = float("-inf")  # read the next one at once
+        return 0.0

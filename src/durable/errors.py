@@ -11,7 +11,9 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── NotDurableError (TypeError)     a plain function passed where @workflow/@task is needed
     ├── UnknownFunctionError (LookupError)    a stored run names a function this process lacks
     ├── SerializationError (TypeError)  a value that cannot be stored; nothing was written
+    │   └── PayloadTooLarge             a value larger than max_payload
     ├── PayloadError                    a stored payload that cannot be read back (corrupt row)
+    │   └── PickleRefused               a stored pickle not loaded: disabled, unsigned or forged
     ├── RecordedError                   a recorded exception whose class no longer imports
     ├── NondeterminismError             the code no longer matches a run's recorded history
     ├── IdempotencyConflict             a run id reused for a different call
@@ -45,6 +47,8 @@ __all__ = [
     "NondeterminismError",
     "NotDurableError",
     "PayloadError",
+    "PayloadTooLarge",
+    "PickleRefused",
     "RecordedError",
     "RunDead",
     "RunFinished",
@@ -114,6 +118,20 @@ class SerializationError(DurableError, TypeError):
     type_name: str
 
 
+class PayloadTooLarge(SerializationError):
+    """A value is larger than the engine's `max_payload`. Nothing was written.
+
+    It is deterministic, so a task whose result is too large fails without retries.
+
+    Attributes:
+        size: the encoded size in bytes.
+        limit: the engine's `max_payload`.
+    """
+
+    size: int
+    limit: int
+
+
 class PayloadError(DurableError):
     """A stored payload cannot be decoded: the row is corrupt, truncated, or refused.
 
@@ -126,6 +144,22 @@ class PayloadError(DurableError):
 
     run_id: str | None
     position: int | None
+
+
+class PickleRefused(PayloadError):
+    """A stored payload holds a pickle that was refused, and never unpickled.
+
+    Loading a pickle runs code, so it is only loaded when pickling is allowed and, with a
+    secret key configured, when its HMAC signature verifies.
+
+    Attributes:
+        reason: ``"pickling disabled"``, ``"no key"`` (signed, but this engine has no
+            key), ``"unsigned"`` (a key is configured), ``"unknown key"`` or
+            ``"bad signature"`` (forged, tampered with, or signed with another key), or
+            ``"smuggled"`` (a pickle inside a row that claims to be plain JSON).
+    """
+
+    reason: str
 
 
 class RecordedError(DurableError):

@@ -3,6 +3,7 @@
     python -m tests.e2e.app run URL RUN_ID     execute `three` under RUN_ID, print the result
     python -m tests.e2e.app recover URL        call durable.recover(), print the resumed ids
     python -m tests.e2e.app dispatch URL N     dispatch storm(i) as race-<i> for i < N, print ids
+    python -m tests.e2e.app nap URL RUN_ID S   execute napper(S) under RUN_ID, print the result
 
 Environment:
     DURABLE_TEST_LEDGER   append-only file; every task body appends "run position pid"
@@ -75,6 +76,10 @@ def main(argv: list[str]) -> Any:
         return durable.execute(three, id=argv[2])
     if command == "recover":
         return durable.recover()
+    if command == "nap":
+        from tests.e2e.workers_app import napper
+
+        return durable.execute(napper, float(argv[3]), id=argv[2])
     if command == "dispatch":
         from tests.e2e.workers_app import storm
 

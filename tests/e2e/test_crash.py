@@ -81,6 +81,7 @@ def test_sigkill_inside_a_task_reruns_only_that_task(children: Children, url: st
     assert [entry["pid"] for entry in result] == [victim.pid, survivor.pid, survivor.pid]  # type: ignore[attr-defined]
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize("url", SQL, indirect=True)
 def test_two_recoverers_race_and_the_fence_rejects_the_loser(
     children: Children, url: str, tmp_path: Path

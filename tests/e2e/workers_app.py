@@ -93,3 +93,17 @@ def crash() -> None:
 @workflow
 def poison() -> None:
     crash()
+
+
+@workflow
+def napper(seconds: float) -> list[float]:
+    """Sleep durably; return [before, after] as recorded (durable.now())."""
+    before = durable.now()
+    durable.wait(seconds)
+    return [before.timestamp(), durable.now().timestamp()]
+
+
+@workflow
+def event_napper() -> object:
+    """Wait for a "go" event for up to a minute."""
+    return durable.wait("go", timeout=60)

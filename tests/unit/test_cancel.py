@@ -192,15 +192,21 @@ def test_cancelling_a_queued_child_of_a_running_parent(engine: durable.Engine) -
     def top() -> str:
         return wait(dispatch(middle))
 
-    handle = dispatch(top)
-    with Worker(engine, queues=["default"], poll=0.05, concurrency=1):
-        # One slot: top runs and waits on middle, which can never start here.
-        while run(handle.id).status is not RunStatus.RUNNING or len(engine.backend._runs) < 2:  # type: ignore[attr-defined]
+    handle = dispatch(top, queue="top")
+    # Only top's queue is served: top runs, dispatches middle (to "default") and
+    # suspends waiting for it; middle stays queued.
+    with Worker(engine, queues=["top"], poll=0.05, concurrency=1):
+        while run(handle.id).status is not RunStatus.WAITING:
             time.sleep(0.01)
+        assert run(f"{handle.id}/0").status is RunStatus.QUEUED
         handle.cancel()
         with pytest.raises(Cancelled):
             handle.result(timeout=5)
     assert run(f"{handle.id}/0").status is RunStatus.CANCELLED
+    assert [step.kind for step in history(handle.id)] == [
+        StepKind.DISPATCH,
+        StepKind.CANCEL,  # delivered where top was waiting
+    ]
     assert events == []
 
 

@@ -32,6 +32,7 @@ from durable._serde import dumps, loads
 from durable.errors import (
     NondeterminismError,
     PayloadError,
+    PickleRefused,
     RecordedError,
     SerializationError,
 )
@@ -486,7 +487,7 @@ def test_plain_json_payload_with_a_pickle_tag_is_refused_unloaded(tmp_path: Path
     sentinel = tmp_path / "unpickled"
     payload = b"j" + json.dumps({"a": [pickle_tag(Touch(sentinel))]}).encode()
     error = catch(lambda: loads(payload, allow_pickle=True, run_id="run-1", position=4))
-    assert type(error) is PayloadError
+    assert type(error) is PickleRefused and error.reason == "smuggled"
     assert "run-1" in str(error)
     assert "position 4" in str(error)
     assert (error.run_id, error.position) == ("run-1", 4)
@@ -498,7 +499,7 @@ def test_pickled_payload_is_refused_when_pickling_is_disabled(tmp_path: Path) ->
     sentinel = tmp_path / "unpickled"
     payload = b"P" + json.dumps(pickle_tag(Touch(sentinel))).encode()
     error = catch(lambda: loads(payload, allow_pickle=False, run_id="run-2"))
-    assert type(error) is PayloadError
+    assert type(error) is PickleRefused and error.reason == "pickling disabled"
     assert "run-2" in str(error)
     assert "allow_pickle" in str(error)
     assert not sentinel.exists()
@@ -842,7 +843,7 @@ def test_picklable_attribute_is_kept_with_pickling_allowed() -> None:
     data = dump_error(original, allow_pickle=True)
     assert data[:1] == b"P"
     assert load_error(data, allow_pickle=True).point == Point(5, 6)
-    assert type(catch(lambda: load_error(data, allow_pickle=False))) is PayloadError
+    assert type(catch(lambda: load_error(data, allow_pickle=False))) is PickleRefused
 
 
 def test_unencodable_args_fall_back_to_the_message() -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from durable import _faults
 from durable.errors import ConfigurationError, StorageError
 
 T = TypeVar("T")
@@ -100,6 +101,46 @@ def _connection_lost(error: BaseException) -> bool:
     return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
 
 
+# SQLite's primary result codes for trouble with the file rather than the statement.
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
+
+#: A connection that failed so stays read-only, or lost its file: open a new one.
+_REOPEN = frozenset({_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN})
+
+_ADVICE = {
+    _SQLITE_FULL: (
+        "The disk holding the database is full: free some space. The failed write was "
+        "rolled back and the database is intact; workers retry and carry on once there "
+        "is room."
+    ),
+    _SQLITE_READONLY: (
+        "The database is read-only for this process: make the file, its -wal and -shm "
+        "files and its directory writable by this user (or remount the file system "
+        "read-write). Workers retry and carry on once it is writable."
+    ),
+    _SQLITE_CANTOPEN: (
+        "SQLite cannot open the file: check that its directory exists and that this user "
+        "may create files in it (SQLite keeps -wal and -shm files beside the database)."
+    ),
+    _SQLITE_IOERR: (
+        "The disk reported an I/O error: check free space and the system log. Workers "
+        "retry; the write in progress was rolled back."
+    ),
+}
+
+
+def _sqlite_code(error: BaseException) -> int | None:
+    """SQLite's primary result code of *error*, or None for other errors."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(error, sqlite3.Error) and isinstance(code, int) else None
+
+
+def _advice(error: BaseException) -> str:
+    """What to do about a SQLite failure of the disk or file (empty for other errors)."""
+    code = _sqlite_code(error)
+    return _ADVICE.get(code, "") if code is not None else ""
+
+
 _LIVE: weakref.WeakSet[Connections] = weakref.WeakSet()
 
 
@@ -134,10 +175,12 @@ class Connections:
         self._pid = os.getpid()
         if kind == "sqlite":
             self.driver_error: tuple[type[BaseException], ...] = (sqlite3.Error,)
+            self.lost_error: type[BaseException] = sqlite3.OperationalError
         else:
             import psycopg
 
             self.driver_error = (psycopg.Error,)
+            self.lost_error = psycopg.OperationalError
         _LIVE.add(self)
 
     def open(self) -> Session:
@@ -150,9 +193,11 @@ class Connections:
                 return Session(conn, psycopg.RawCursor(conn))
             return Session(conn)
         except self.driver_error as error:
+            advice = _advice(error) or (
+                "Check the URL and that the database is running and reachable."
+            )
             raise StorageError(
-                f"Cannot connect to {self.masked_url}: {self.scrub(error)}. Check the URL and "
-                "that the database is running and reachable."
+                f"Cannot connect to {self.masked_url}: {self.scrub(error)}. {advice}"
             ) from None
 
     def checkout(self) -> Session:
@@ -178,6 +223,13 @@ class Connections:
         """Whether *session* can no longer be used (PostgreSQL only; files do not break)."""
         return self.kind != "sqlite" and bool(session.conn.closed or session.conn.broken)
 
+    def _drop_idle(self) -> None:
+        """Close every idle session (after one of them turned out dead)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for session in idle:
+            close_quietly(session.conn)
+
     def forget(self) -> None:
         """Drop every pooled connection without closing it (after fork)."""
         with self._lock:
@@ -199,17 +251,25 @@ class Connections:
             session = self.checkout()
             try:
                 result = body(session, attempt > 0)
+                _faults.committed(name, self.lost_error)
             except BaseException as error:
-                if self.broken(session):
+                lost = self.broken(session)
+                if lost or _sqlite_code(error) in _REOPEN:
                     close_quietly(session.conn)
                 else:
                     self.checkin(session)
+                if lost:
+                    # The server went away (a restart): the idle sessions died with
+                    # this one, and the retry must not pick up one of them.
+                    self._drop_idle()
                 if not isinstance(error, self.driver_error):
                     raise
                 if self.kind == "postgresql" and _connection_lost(error) and attempt == 0:
                     continue
+                advice = _advice(error)
                 raise StorageError(
                     f"{name} failed on {self.masked_url}: {self.scrub(error)}"
+                    + (f". {advice}" if advice else "")
                 ) from None
             self.checkin(session)
             return result
@@ -225,10 +285,14 @@ class Connections:
         session.execute("BEGIN IMMEDIATE")
         try:
             yield
+            session.execute("COMMIT")
         except BaseException:
-            session.execute("ROLLBACK")
+            # SQLite may have rolled back already (it does on a full disk), and a failed
+            # COMMIT may leave the transaction open: roll back only what is still open,
+            # so the caller sees the original error and the session holds no lock.
+            if session.conn.in_transaction:
+                session.execute("ROLLBACK")
             raise
-        session.execute("COMMIT")
 
     def close(self) -> None:
         """Close idle connections; connections in use close when they come back."""

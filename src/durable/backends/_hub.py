@@ -12,8 +12,12 @@ lands between "check the database" and "wait" is never missed.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
+
+#: The most recently notified topics a hub remembers (it may hold up to twice this).
+MAX_TOPICS = 10_000
 
 
 class Hub:
@@ -21,14 +25,27 @@ class Hub:
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
-        self._versions: dict[str, int] = {}
+        self._versions: dict[str, int] = {}  # least recently notified first
         self._epoch = 0  # bumped by notify_all: every topic counts as changed
 
     def notify(self, topic: str) -> None:
         """Mark *topic* changed and wake its waiters."""
         with self._condition:
-            self._versions[topic] = self._versions.get(topic, 0) + 1
+            self._versions[topic] = self._versions.pop(topic, 0) + 1
+            if len(self._versions) > 2 * MAX_TOPICS:
+                self._forget_oldest()
             self._condition.notify_all()
+
+    def _forget_oldest(self) -> None:
+        # Through LISTEN every process hears every run's topic: remembering them all,
+        # a worker grew by 140 bytes per run ever finished (benchmarks/soak.py). A
+        # forgotten topic reads as version 0 again, which could hide a change from a
+        # watch made before; so forgetting counts as a change of every topic (one
+        # spurious wake-up per MAX_TOPICS notifications: waiters re-read the database).
+        stale = len(self._versions) - MAX_TOPICS
+        for topic in list(itertools.islice(self._versions, stale)):
+            del self._versions[topic]
+        self._epoch += 1
 
     def notify_all(self) -> None:
         """Wake every waiter (after a lost connection, anything may have changed)."""

@@ -182,7 +182,12 @@ class WaitsMixin:
                 output=event.payload,
                 epoch=epoch,
             )
-            self._history[step.run_id][step.position] = stored
+            # As in `record`: a waiting position written over keeps its first start.
+            self._history[step.run_id][step.position] = (
+                stored
+                if existing is None
+                else dataclasses.replace(stored, started_at=existing.started_at)
+            )
             return stored, run.cancel_requested
 
     def events(self, run_id: str) -> Sequence[Event]:

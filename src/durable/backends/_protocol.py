@@ -62,7 +62,8 @@ class Backend(Protocol):
         """Store *step* at its position, fenced by the run's epoch.
 
         A position holding a finished step is never changed: the stored step is
-        returned instead (first writer wins). A RETRYING step may be replaced.
+        returned instead (first writer wins). A RETRYING or WAITING step may be
+        replaced; the position keeps the ``started_at`` of its first write.
 
         Returns:
             The step now stored at the position (*step*, or the finished one found
@@ -139,9 +140,10 @@ class Backend(Protocol):
     def recoverable(self, *, host: str) -> Sequence[Run]:
         """Return runs that may need a new owner.
 
-        That is BLOCKED runs, QUEUED runs that were started before (released), WAITING
-        runs whose ``wake_at`` has passed, and RUNNING runs whose lease expired or whose
-        owner names *host* (the caller checks whether that process still lives).
+        That is BLOCKED runs, QUEUED runs that were started before (released, or woken
+        from a wait), and RUNNING runs whose lease expired or whose owner names *host*
+        (the caller checks whether that process still lives). Sleeping runs that are due
+        are not listed: `wake_due` queues them first.
         """
         ...
 
@@ -238,6 +240,31 @@ class Backend(Protocol):
 
     def events(self, run_id: str) -> Sequence[Event]:
         """Every event sent to a run, oldest first, consumed or not."""
+        ...
+
+    def purge(self, *, finished_before: float, limit: int, dry_run: bool = False) -> int:
+        """Delete up to *limit* finished runs, with their history and their events.
+
+        A run is deleted only when nothing can need it again: it, every run above it
+        still stored (parent, grandparent...) and every run below it (children,
+        grandchildren...) have finished (COMPLETED, FAILED, CANCELLED or DEAD) before
+        *finished_before*, on the backend's clock. So a child of a live parent stays
+        (the parent's replay reads it), a parent stays while any descendant lives
+        (cancelling it must still reach them), and QUEUED, RUNNING, WAITING and
+        BLOCKED runs are never deleted. Oldest runs (by creation) go first.
+
+        One transaction: a run goes with its history and events, or not at all.
+        Concurrent callers never both count one run. A deleted run's id is free again:
+        creating a run with it starts a new run.
+
+        Args:
+            limit: the most runs to delete (at least 1).
+            dry_run: count the runs that would go (up to *limit*), delete nothing.
+
+        Returns:
+            How many runs were deleted (or, with *dry_run*, would be). Fewer than
+            *limit* means no other run could go (or another caller took them).
+        """
         ...
 
     def watch(self, topics: Sequence[str]) -> Watch:

@@ -22,7 +22,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from durable._records import RunStatus, StepStatus
 
-from ._schema import history, runs
+from ._schema import events, history, runs
 from ._wait_queries import WaitQueries
 
 #: What recording over an unfinished (retrying or waiting) step replaces: everything
@@ -81,6 +81,15 @@ class Statement:
         merged = {**self.defaults, **values} if self.defaults else values
         return tuple(merged[name] for name in self.order)
 
+    def pin_index(self, table: str, index: str) -> Statement:
+        """SQLite: read *table* through *index* (``INDEXED BY``), in the one FROM that
+        names it. SQLAlchemy cannot say this; the compiled text is rewritten instead."""
+        before = f"FROM {table} \n"
+        if self.sql.count(before) != 1:
+            raise AssertionError(f"expected one {before!r} in {self.sql!r}")
+        self.sql = self.sql.replace(before, f"FROM {table} INDEXED BY {index} \n")
+        return self
+
 
 class Queries:
     """Every statement the backend runs, compiled for one dialect.
@@ -107,6 +116,7 @@ class Queries:
         self._define_history()
         self._define_claims()
         self._define_cancellation()
+        self._define_purge()
         if self.postgres:
             self._define_batches()
         #: where each parameter of the hand-built record tuple (RECORD_ORDER) goes.
@@ -121,6 +131,14 @@ class Queries:
     @property
     def now_expression(self) -> sa.ColumnElement[float]:
         """The database clock, in seconds since the epoch."""
+        return self._now
+
+    @property
+    def statement_now(self) -> sa.ColumnElement[float]:
+        """The database clock when the statement began: unlike `now_expression` (which
+        is volatile on PostgreSQL), an index condition may compare a column with it."""
+        if self.postgres:
+            return sa.cast(sa.func.extract("epoch", sa.func.statement_timestamp()), sa.Double)
         return self._now
 
     def compile(self, statement: sa.Executable) -> Statement:
@@ -367,7 +385,6 @@ class Queries:
                 sa.or_(
                     r.status == _BLOCKED,
                     sa.and_(r.status == _QUEUED, r.started_at.is_not(None)),
-                    sa.and_(r.status == _WAITING, r.wake_at <= now),
                     sa.and_(r.status == _RUNNING, sa.or_(r.lease_until < now, on_this_host)),
                 )
             )
@@ -440,11 +457,38 @@ class Queries:
         )
         below = runs.alias("below")
         tree = tree.union(sa.select(below.c.id).where(below.c.parent_id == tree.c.id))
-        in_tree = r.id.in_(sa.select(tree.c.id).scalar_subquery())
+        member = runs.alias("member")
+
+        def in_tree(
+            *statuses: sa.ColumnElement[str], fresh: bool = False
+        ) -> list[sa.ColumnElement[bool]]:
+            """Runs of the tree in one of *statuses* (and not yet asked to stop: *fresh*).
+
+            The subquery walks the tree and tests each member, so that the UPDATE finds
+            its rows by primary key (SQLite would otherwise read every run of that status
+            through its status index: 16 ms at 100,000 waiting runs, vs 0.1 ms).
+            PostgreSQL re-checks a concurrently updated row against the outer WHERE
+            only, so there the test is repeated.
+            """
+            tests: list[sa.ColumnElement[bool]] = [member.c.status.in_(statuses)]
+            if fresh:
+                tests.append(member.c.cancel_requested == sa.literal_column("0"))
+            ids = (
+                sa.select(member.c.id)
+                .select_from(tree.join(member, member.c.id == tree.c.id))
+                .where(*tests)
+            )
+            where: list[sa.ColumnElement[bool]] = [r.id.in_(ids.scalar_subquery())]
+            if self.postgres:
+                where.append(r.status.in_(statuses))
+                if fresh:
+                    where.append(r.cancel_requested == sa.literal_column("0"))
+            return where
+
         self.cancel_now = self._compile(
             self._notifying(
                 sa.update(runs)
-                .where(in_tree, r.status.in_((_QUEUED, _BLOCKED)))
+                .where(*in_tree(_QUEUED, _BLOCKED))
                 .values(
                     status=_CANCELLED,
                     lease_owner=sa.null(),
@@ -460,7 +504,7 @@ class Queries:
         self.cancel_waiting = self._compile(
             self.waits.waking(
                 sa.update(runs)
-                .where(in_tree, r.status == _WAITING)
+                .where(*in_tree(_WAITING))
                 .values(
                     status=_QUEUED,
                     cancel_requested=sa.literal_column("1"),
@@ -472,8 +516,65 @@ class Queries:
         self.cancel_request = self._compile(
             self._notifying(
                 sa.update(runs)
-                .where(in_tree, r.status == _RUNNING, r.cancel_requested == sa.literal_column("0"))
+                .where(*in_tree(_RUNNING, fresh=True))
                 .values(cancel_requested=sa.literal_column("1")),
                 self._run_topic(),
             )
+        )
+
+    # -- purging --------------------------------------------------------------------
+
+    def _define_purge(self) -> None:
+        """Finding finished runs that nothing needs any more, and deleting them.
+
+        ``purge_candidates`` reads the next *window* runs that finished before the
+        cutoff, oldest first, after a keyset (created_at, id): through the created_at
+        index, since a run finishes after it is created. The backend then reads their
+        relatives a generation at a time, by primary key (``purge_relatives``, going
+        up) and through the parent index (``purge_children``, going down), and decides
+        in Python. One recursive statement did it all, but PostgreSQL cannot estimate
+        recursive CTEs: it planned hash joins over the whole table, and JIT-compiled
+        them (0.8 s per window at 200,000 runs).
+        """
+        r = runs.c
+        cutoff = sa.bindparam("cutoff", type_=sa.Double)
+        after_created = sa.bindparam("after_created", type_=sa.Double)
+        self.purge_candidates = self._compile(
+            sa.select(r.id, r.parent_id, r.created_at)
+            .where(
+                r.created_at < cutoff,
+                r.status.in_(_FINISHED),
+                r.finished_at < cutoff,
+                # The keyset, with a plain bound first: an OR alone is no index range.
+                r.created_at >= after_created,
+                sa.or_(r.created_at > after_created, r.id > _bind("after_id", r.id)),
+            )
+            .order_by(r.created_at, r.id)
+            .limit(sa.bindparam("window", type_=sa.Integer))
+        )
+        if not self.postgres:
+            # Without statistics SQLite reads every finished run through the status
+            # index and sorts them all, for every window: 60 ms at 100,000.
+            self.purge_candidates.pin_index("durable_runs", "durable_runs_created")
+        relative = (r.id, r.parent_id, r.status, r.finished_at)
+        self.purge_relatives = self._compile(
+            sa.select(*relative).where(self._in_names(r.id, "ids"))
+        )
+        self.purge_children = self._compile(
+            sa.select(*relative).where(self._in_names(r.parent_id, "ids"))
+        )
+        # Deleting: the runs first (still finished, or not at all), then what was theirs.
+        # NOT IN the unfinished statuses, not IN the finished ones: SQLite would read
+        # every finished run through the status index instead of the ids by key.
+        unfinished = [_constant(status) for status in RunStatus if not status.finished]
+        self.purge_runs = self._compile(
+            sa.delete(runs)
+            .where(self._in_names(r.id, "ids"), r.status.notin_(unfinished))
+            .returning(r.id)
+        )
+        self.purge_history = self._compile(
+            sa.delete(history).where(self._in_names(history.c.run_id, "ids"))
+        )
+        self.purge_events = self._compile(
+            sa.delete(events).where(self._in_names(events.c.run_id, "ids"))
         )

@@ -18,6 +18,7 @@ from durable.errors import LeaseLost, StorageError
 
 from ._hub import Hub, Watch
 from ._memory_waits import WaitsMixin
+from ._purging import Relative, may_go
 
 
 class MemoryBackend(WaitsMixin):
@@ -105,7 +106,13 @@ class MemoryBackend(WaitsMixin):
             if existing is not None and existing.status.finished:
                 return existing, run.cancel_requested
             stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
-            steps[step.position] = stored
+            # As in SQL (UPDATED_ON_RECORD): a retrying or waiting position written
+            # over keeps its first start.
+            steps[step.position] = (
+                stored
+                if existing is None
+                else dataclasses.replace(stored, started_at=existing.started_at)
+            )
             return stored, run.cancel_requested
 
     def finish_run(
@@ -235,8 +242,6 @@ class MemoryBackend(WaitsMixin):
                     return True
                 if run.status is RunStatus.QUEUED:
                     return run.started_at is not None
-                if run.status is RunStatus.WAITING:
-                    return run.wake_at is not None and run.wake_at <= now
                 if run.status is not RunStatus.RUNNING:
                     return False
                 expired = run.lease_until is not None and run.lease_until < now
@@ -315,6 +320,38 @@ class MemoryBackend(WaitsMixin):
             result = self._runs[run_id]
         self._notify(changed)
         return result
+
+    def purge(self, *, finished_before: float, limit: int, dry_run: bool = False) -> int:
+        """See `Backend.purge`."""
+        if limit < 1:
+            raise ValueError(f"purge() deletes at least one run per batch; limit was {limit}.")
+        with self._lock:
+            self._check_open()
+
+            def relative(run: Run) -> Relative:
+                finished = run.finished_at if run.status.finished else None
+                return run.id, run.parent_id, finished is not None and finished < finished_before
+
+            children: dict[str, list[Run]] = {}
+            for run in self._runs.values():
+                if run.parent_id is not None:
+                    children.setdefault(run.parent_id, []).append(run)
+            oldest = sorted(
+                (run for run in self._runs.values() if relative(run)[2]),
+                key=lambda run: (run.created_at, run.id),
+            )
+            allowed = may_go(
+                [(run.id, run.parent_id) for run in oldest],
+                runs=lambda ids: [relative(self._runs[i]) for i in ids if i in self._runs],
+                children=lambda ids: [relative(c) for i in ids for c in children.get(i, ())],
+            )
+            going = [run.id for run in oldest if run.id in allowed][:limit]
+            if not dry_run:
+                for run_id in going:
+                    del self._runs[run_id]
+                    self._history.pop(run_id, None)
+                    self._events.pop(run_id, None)
+            return len(going)
 
     def watch(self, topics: Sequence[str]) -> Watch:
         """See `Backend.watch`. Only this process's changes are heard."""

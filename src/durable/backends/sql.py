@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,11 +27,15 @@ from ._connections import Connections, postgres_opener, sqlite_opener
 from ._group import GroupCommit, Write, in_one_transaction, one_by_one
 from ._hub import Hub, Watch
 from ._listener import Listener
+from ._purging import Relative, may_go
 from ._queries import CHANNEL, Queries, Statement
 from ._sql_waits import SQLWaitsMixin
 
 #: Other processes cannot notify a SQLite waiter, so its waits poll this often.
 SQLITE_POLL = 0.05
+#: How many old finished runs `purge` reads at a time while looking for runs to delete.
+PURGE_WINDOW = 1000
+_FINISHED = frozenset(status.value for status in RunStatus if status.finished)
 
 
 class SQLBackend(SQLWaitsMixin):
@@ -72,6 +76,8 @@ class SQLBackend(SQLWaitsMixin):
         self._new_runs = GroupCommit(in_one_transaction(self._db, "Creating runs"))
         self._hub = Hub()
         self._listener: Listener | None = None
+        #: (cutoff, the last run looked at) of the last purge: see `purge`.
+        self._purged_to: tuple[float, tuple[float, str]] | None = None
         self._listener_lock = threading.Lock()
         # SQLite takes lists as JSON arrays (json_each); psycopg adapts Python lists.
         self._names = json.dumps if kind == "sqlite" else list
@@ -438,8 +444,7 @@ class SQLBackend(SQLWaitsMixin):
         def body(conn: Any, _retried: bool) -> Run | None:
             with self._db.transaction(conn):
                 cancelled = self._execute(conn, self._sql.cancel_now, {"id": run_id}).fetchall()
-                changed = self._wake_parents(conn, [(row[0], row[1]) for row in cancelled])
-                changed += [
+                changed = [
                     (topic,)
                     for row in self._execute(
                         conn, self._sql.cancel_waiting, {"id": run_id}
@@ -447,11 +452,102 @@ class SQLBackend(SQLWaitsMixin):
                     for topic in row[:2]
                 ]
                 changed += self._execute(conn, self._sql.cancel_request, {"id": run_id}).fetchall()
+                # Parents last: one in the tree, waiting on a child cancelled just now,
+                # has been queued with its cancel request above; woken first, it would
+                # be QUEUED without one, and cancel_waiting would pass it by.
+                changed += self._wake_parents(conn, [(row[0], row[1]) for row in cancelled])
                 row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
             self._announce(changed)
             return None if row is None else _rows.run(row)
 
         return self._db.run(f"Cancelling run {run_id!r}", body)
+
+    def purge(self, *, finished_before: float, limit: int, dry_run: bool = False) -> int:
+        """See `Backend.purge`. Finding the runs and deleting them is one transaction
+        (``BEGIN IMMEDIATE`` on SQLite); a dry run only reads.
+
+        A batch with the same *finished_before* as the previous one goes on from where
+        that one stopped: every older run was deleted, or must stay for this cutoff
+        (a relative of it is unfinished, or finished after the cutoff, and always will
+        be). So purging a long backlog reads each old run once, not once per batch.
+        """
+        if limit < 1:
+            raise ValueError(f"purge() deletes at least one run per batch; limit was {limit}.")
+        resume = self._purged_to
+        start = resume[1] if resume is not None and resume[0] == finished_before else None
+
+        def body(session: Any, _retried: bool) -> tuple[int, tuple[float, str]]:
+            # A retry after a lost connection starts over: what the lost attempt
+            # deleted, if it committed, is not counted.
+            if dry_run:  # counted, not collected: a dry run may cover millions
+                _, counted, end = self._purgeable(session, finished_before, limit, None)
+                return counted, end
+            with self._db.transaction(session):
+                going, _, end = self._purgeable(session, finished_before, limit, start, keep=True)
+                if not going:
+                    return 0, end
+                ids = {"ids": self._names(going)}
+                deleted = self._execute(session, self._sql.purge_runs, ids).fetchall()
+                gone = [row[0] for row in deleted]
+                ids = {"ids": self._names(gone)}
+                self._execute(session, self._sql.purge_history, ids)
+                self._execute(session, self._sql.purge_events, ids)
+            return len(gone), end
+
+        count, end = self._db.run("Purging finished runs", body)
+        if not dry_run:
+            self._purged_to = (finished_before, end)
+        return count
+
+    def _purgeable(
+        self,
+        session: Any,
+        finished_before: float,
+        limit: int,
+        start: tuple[float, str] | None,
+        *,
+        keep: bool = False,
+    ) -> tuple[list[str], int, tuple[float, str]]:
+        """Runs that may be purged, oldest first, from after *start* (created_at, id),
+        up to *limit*: their ids (if *keep*), their count, and the last run looked at."""
+        window = min(limit, PURGE_WINDOW)
+        after = start or (-1.0, "")
+
+        def done(status: str, finished_at: float | None) -> bool:
+            return status in _FINISHED and finished_at is not None and finished_at < finished_before
+
+        def lookup(statement: Statement) -> Callable[[list[str]], list[Relative]]:
+            def fetch(ids: list[str]) -> list[Relative]:
+                rows = self._execute(session, statement, {"ids": self._names(ids)}).fetchall()
+                return [(run_id, parent, done(status, at)) for run_id, parent, status, at in rows]
+
+            return fetch
+
+        going: list[str] = []
+        counted = 0
+        while True:
+            values = {
+                "cutoff": finished_before,
+                "after_created": after[0],
+                "after_id": after[1],
+                "window": window,
+            }
+            found = self._execute(session, self._sql.purge_candidates, values).fetchall()
+            allowed = may_go(
+                [(run_id, parent) for run_id, parent, _ in found],
+                runs=lookup(self._sql.purge_relatives),
+                children=lookup(self._sql.purge_children),
+            )
+            for run_id, _, created_at in found:
+                after = (created_at, run_id)
+                if run_id in allowed:
+                    counted += 1
+                    if keep:
+                        going.append(run_id)
+                    if counted == limit:
+                        return going, counted, after
+            if len(found) < window:
+                return going, counted, after
 
     def watch(self, topics: Sequence[str]) -> Watch:
         """See `Backend.watch`. PostgreSQL hears other processes through LISTEN; SQLite

@@ -70,16 +70,19 @@ def check_suspend_and_wake_due(make: MakeBackend) -> None:
 
 
 def check_due_run_is_claimable_and_recoverable(make: MakeBackend) -> None:
-    """A WAITING run past its wake_at can be claimed directly and is listed as recoverable."""
+    """A WAITING run past its wake_at can be claimed directly; once woken, it is listed
+    as recoverable (a run that started before and is queued again)."""
     with _opened(make) as backend:
-        backend.create_run(_new("nap"))
-        backend.suspend_run("nap", 1, wake_at=backend.now() + 0.2, waiting_on="event:x")
-        assert "nap" not in {r.id for r in backend.recoverable(host="elsewhere")}
+        for run_id in ("nap", "doze"):
+            backend.create_run(_new(run_id))
+            backend.suspend_run(run_id, 1, wake_at=backend.now() + 0.2, waiting_on="event:x")
         time.sleep(0.3)
-        assert "nap" in {r.id for r in backend.recoverable(host="elsewhere")}
         claimed = backend.claim_run("nap", owner=OWNER, lease=30, epoch=1)
         assert claimed is not None and claimed.status is RunStatus.RUNNING
         assert claimed.wake_at is None and claimed.waiting_on is None
+        assert "doze" not in {r.id for r in backend.recoverable(host="elsewhere")}
+        assert backend.wake_due(limit=10) == 1
+        assert "doze" in {r.id for r in backend.recoverable(host="elsewhere")}
 
 
 def check_send_and_consume(make: MakeBackend) -> None:

@@ -1,0 +1,638 @@
+"""The reference model of test_state_machine.py, and the views it is compared through.
+
+`Model` is the `Backend` contracts (src/durable/backends/_protocol.py) written as plain
+Python over the observable state only. `observe` reads the same state from a real
+backend as a `Dump`: ids of events become their index in the run's inbox and times
+become settled facts (a lease is live or expired, a timer due or later), so that
+backends with different clocks and id sequences compare equal when they agree.
+`check_transition` holds the invariants between two consecutive states.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from durable._records import Event, NewRun, Run, RunStatus, Step, StepStatus
+from durable.backends import Backend
+
+#: The ids runs are created with, and one no run ever has.
+RUN_IDS = ("r0", "r1", "r2", "r3", "r4")
+GHOST = "ghost"
+OBSERVED = (*RUN_IDS, GHOST)
+#: Leases that cannot run out during a test, and the one expiry sets (a minute ago).
+LEASE = 3600.0
+EXPIRED = -60.0
+#: Timers that are over at once, and timers never due during a test.
+PAST = -60.0
+FAR = 3600.0
+
+_EVENT_INPUT = re.compile(rb'j\{"event":(\d+)\}')
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """The answer of a call that raised one of the contract's errors."""
+
+    error: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """What can be observed of a run, without times: they are judged against now."""
+
+    workflow: str
+    input: bytes
+    call_hash: str
+    parent: str | None
+    queue: str
+    priority: int
+    status: RunStatus
+    epoch: int
+    owner: str | None
+    #: "live", "expired", or None without a lease.
+    lease: str | None
+    recoveries: int
+    cancel: bool
+    output: bytes | None = None
+    error: bytes | None = None
+    started: bool
+    finished: bool = False
+    #: "due", "later", or None without a timer.
+    wake: str | None = None
+    waiting_on: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dump:
+    """The observable state of a backend: every run of OBSERVED and what it holds."""
+
+    runs: dict[str, RunView | None]
+    #: steps with event ids in their input replaced by inbox indexes (see `view_step`).
+    history: dict[str, tuple[Step, ...]]
+    #: events with their inbox index as id, and sent_at 0.
+    events: dict[str, tuple[Event, ...]]
+    #: host -> ids of runs `recoverable(host=...)` lists, sorted.
+    recoverable: dict[str, tuple[str, ...]]
+    #: queue (or "*" for every queue) -> `queued_workflows`.
+    queued_workflows: dict[str, tuple[str, ...]]
+    #: `next_wake`: None, "due" (zero or negative) or "later".
+    next_wake: str | None
+
+
+#: The hosts `recoverable` is asked about: one with owners (h1:...), one without.
+HOSTS = ("h1", "h3")
+#: The queue lists `queued_workflows` is asked about.
+QUEUE_SETS = {"default": ("default",), "*": ("default", "mail")}
+
+
+# -- views of real records ------------------------------------------------------------
+
+
+def _run_view(run: Run, now: float) -> RunView:
+    lease = None
+    if run.lease_until is not None:
+        lease = "live" if run.lease_until > now else "expired"
+    wake = None
+    if run.wake_at is not None:
+        wake = "due" if run.wake_at <= now else "later"
+    return RunView(
+        workflow=run.workflow,
+        input=run.input,
+        call_hash=run.call_hash,
+        parent=run.parent_id,
+        queue=run.queue,
+        priority=run.priority,
+        status=run.status,
+        epoch=run.epoch,
+        owner=run.lease_owner,
+        lease=lease,
+        recoveries=run.recoveries,
+        cancel=run.cancel_requested,
+        output=run.output,
+        error=run.error,
+        started=run.started_at is not None,
+        finished=run.finished_at is not None,
+        wake=wake,
+        waiting_on=run.waiting_on,
+    )
+
+
+def _normal_step(step: Step, index: dict[int, int]) -> Step:
+    match = _EVENT_INPUT.fullmatch(step.input or b"")
+    if match is None:
+        return step
+    position = index.get(int(match[1]))
+    if position is None:  # an id not in the run's inbox: shown as is, so it differs
+        return step
+    return dataclasses.replace(step, input=b'j{"event":#%d}' % position)
+
+
+def _inbox_index(backend: Backend, run_id: str) -> dict[int, int]:
+    return {event.id: i for i, event in enumerate(backend.events(run_id))}
+
+
+def view_run(backend: Backend, run: Run | None) -> RunView | None:
+    """*run* as the model shows it, its lease and timer judged by the backend's now."""
+    return None if run is None else _run_view(run, backend.now())
+
+
+def view_step(backend: Backend, step: Step) -> Step:
+    """*step* as the model shows it: an event id in its input becomes an inbox index."""
+    return _normal_step(step, _inbox_index(backend, step.run_id))
+
+
+def view_event(backend: Backend, event: Event) -> Event:
+    """*event* as the model shows it: its id is its index in the run's inbox."""
+    index = _inbox_index(backend, event.run_id)
+    return dataclasses.replace(event, id=index.get(event.id, -1), sent_at=0.0)
+
+
+def observe(backend: Backend) -> Dump:
+    """Read the whole observable state of *backend*."""
+    now = backend.now()
+    runs: dict[str, RunView | None] = {}
+    history: dict[str, tuple[Step, ...]] = {}
+    events: dict[str, tuple[Event, ...]] = {}
+    for run_id in OBSERVED:
+        run = backend.get_run(run_id)
+        runs[run_id] = None if run is None else _run_view(run, now)
+        if run is None and run_id != GHOST:
+            # Nothing names a run before it is created; the ghost is named all the time.
+            history[run_id] = events[run_id] = ()
+            continue
+        inbox = backend.events(run_id)
+        index = {event.id: i for i, event in enumerate(inbox)}
+        ids = [event.id for event in inbox]
+        assert ids == sorted(set(ids)), f"events of {run_id!r} not in sending order: {ids}"
+        events[run_id] = tuple(
+            dataclasses.replace(event, id=i, sent_at=0.0) for i, event in enumerate(inbox)
+        )
+        history[run_id] = tuple(_normal_step(s, index) for s in backend.load_history(run_id))
+    next_wake = backend.next_wake()
+    return Dump(
+        runs=runs,
+        history=history,
+        events=events,
+        recoverable={
+            host: tuple(sorted(run.id for run in backend.recoverable(host=host))) for host in HOSTS
+        },
+        queued_workflows={
+            name: tuple(backend.queued_workflows(queues)) for name, queues in QUEUE_SETS.items()
+        },
+        next_wake=None if next_wake is None else "due" if next_wake <= 0 else "later",
+    )
+
+
+def describe_difference(expected: Dump, got: Dump) -> list[str]:
+    """What differs between two dumps, one line per run field, step, event or list."""
+    lines: list[str] = []
+    for run_id in OBSERVED:
+        want, have = expected.runs[run_id], got.runs[run_id]
+        if want is None or have is None:
+            if want != have:
+                lines.append(f"run {run_id}: expected {want}, got {have}")
+        else:
+            for name in (f.name for f in dataclasses.fields(RunView)):
+                a, b = getattr(want, name), getattr(have, name)
+                if a != b:
+                    lines.append(f"run {run_id}.{name}: expected {a!r}, got {b!r}")
+        lines += _sequence_difference(
+            f"history of {run_id}", expected.history[run_id], got.history[run_id]
+        )
+        lines += _sequence_difference(
+            f"inbox of {run_id}", expected.events[run_id], got.events[run_id]
+        )
+    for name in ("recoverable", "queued_workflows", "next_wake"):
+        a, b = getattr(expected, name), getattr(got, name)
+        if a != b:
+            lines.append(f"{name}: expected {a!r}, got {b!r}")
+    return lines
+
+
+def _sequence_difference(what: str, want: Sequence[object], have: Sequence[object]) -> list[str]:
+    if len(want) != len(have):
+        return [f"{what}: expected {len(want)} entries, got {len(have)}: {list(have)}"]
+    return [
+        f"{what}[{i}]: expected {a}, got {b}"
+        for i, (a, b) in enumerate(zip(want, have, strict=True))
+        if a != b
+    ]
+
+
+# -- the invariants -------------------------------------------------------------------
+
+
+def check_transition(before: Dump | None, after: Dump) -> None:
+    """The invariants of one state, and of the step from *before* to *after*."""
+    for run_id in OBSERVED:
+        run = after.runs[run_id]
+        steps, inbox = after.history[run_id], after.events[run_id]
+        if run is None:
+            assert not steps and not inbox, f"{run_id}: history or events without a run"
+            continue
+        positions = [step.position for step in steps]
+        assert positions == list(range(len(steps))), f"{run_id}: positions {positions} have gaps"
+        running = run.status is RunStatus.RUNNING
+        assert (run.owner is not None and run.lease is not None) == running, (
+            f"{run_id}: a run has an owner and a lease exactly when RUNNING: {run}"
+        )
+        assert run.finished == run.status.finished, f"{run_id}: finished_at vs status: {run}"
+        _check_inbox(run_id, steps, inbox)
+        if before is None:
+            continue
+        was = before.runs[run_id]
+        if was is None:
+            continue
+        assert run.epoch >= was.epoch, f"{run_id}: epoch went back from {was.epoch} to {run.epoch}"
+        if was.status.finished:
+            assert (run.status, run.output, run.error) == (was.status, was.output, was.error), (
+                f"{run_id}: a finished run changed: {was} -> {run}"
+            )
+        for done in before.history[run_id]:
+            if done.status.finished:
+                assert steps[done.position] == done, (
+                    f"{run_id}: finished step {done.position} changed: {done} -> "
+                    f"{steps[done.position]}"
+                )
+        earlier = before.events[run_id]
+        assert len(inbox) >= len(earlier), f"{run_id}: events were lost"
+        for sent, now in zip(earlier, inbox, strict=False):
+            # Only consumed_position may change, and only once, from None.
+            settled = sent.consumed_position is not None
+            same = (now if settled else dataclasses.replace(now, consumed_position=None)) == sent
+            assert same, f"{run_id}: event {sent} changed to {now}"
+
+
+def _check_inbox(run_id: str, steps: tuple[Step, ...], inbox: tuple[Event, ...]) -> None:
+    """Each event is consumed by one position, which records it; FIFO per name."""
+    positions = [e.consumed_position for e in inbox if e.consumed_position is not None]
+    assert len(positions) == len(set(positions)), f"{run_id}: a position took two events"
+    for name in {e.name for e in inbox}:
+        taken = [e.consumed_position is not None for e in inbox if e.name == name]
+        assert taken == sorted(taken, reverse=True), (
+            f"{run_id}: event {name!r} consumed out of order: {taken}"
+        )
+    for i, event in enumerate(inbox):
+        if event.consumed_position is None:
+            continue
+        assert event.consumed_position < len(steps), f"{run_id}: event {i} has no step"
+        step = steps[event.consumed_position]
+        assert step.status is StepStatus.COMPLETED and step.output == event.payload, (
+            f"{run_id}: step {step} does not hold event {event}"
+        )
+        assert step.input == b'j{"event":#%d}' % i, f"{run_id}: step {step} names another event"
+
+
+# -- the model ------------------------------------------------------------------------
+
+
+@dataclass
+class Model:
+    """The Backend contracts over plain dictionaries: the state every backend must show."""
+
+    runs: dict[str, RunView] = field(default_factory=dict)
+    history: dict[str, dict[int, Step]] = field(default_factory=dict)
+    inbox: dict[str, list[Event]] = field(default_factory=dict)
+    #: creation order (claim_next takes the oldest first).
+    created: dict[str, int] = field(default_factory=dict)
+    #: the order of the timers of napping runs (wake_due takes the most overdue first).
+    napped: dict[str, int] = field(default_factory=dict)
+    _clock: itertools.count[int] = field(default_factory=itertools.count)
+
+    def next_position(self, run_id: str) -> int:
+        """The first position without a step."""
+        return len(self.history.get(run_id, {}))
+
+    def dump(self) -> Dump:
+        """The state, as `observe` reads it from a backend."""
+        runs: dict[str, RunView | None] = {r: self.runs.get(r) for r in OBSERVED}
+        waiting = [r for r in self.runs.values() if r.status is RunStatus.WAITING and r.wake]
+        return Dump(
+            runs=runs,
+            history={
+                r: tuple(s for _, s in sorted(self.history.get(r, {}).items())) for r in OBSERVED
+            },
+            events={r: tuple(self.inbox.get(r, [])) for r in OBSERVED},
+            recoverable={host: self._recoverable(host) for host in HOSTS},
+            queued_workflows={
+                name: tuple(
+                    sorted(
+                        {
+                            r.workflow
+                            for r in self.runs.values()
+                            if r.status is RunStatus.QUEUED and r.queue in queues
+                        }
+                    )
+                )
+                for name, queues in QUEUE_SETS.items()
+            },
+            next_wake=(
+                "due" if any(r.wake == "due" for r in waiting) else "later" if waiting else None
+            ),
+        )
+
+    def _recoverable(self, host: str) -> tuple[str, ...]:
+        def needs_owner(run: RunView) -> bool:
+            if run.status is RunStatus.BLOCKED:
+                return True
+            if run.status is RunStatus.QUEUED:
+                return run.started
+            if run.status is not RunStatus.RUNNING:
+                return False
+            return run.lease == "expired" or (run.owner or "").startswith(f"{host}:")
+
+        return tuple(sorted(i for i, run in self.runs.items() if needs_owner(run)))
+
+    # -- runs -------------------------------------------------------------------------
+
+    def create(self, new: NewRun) -> tuple[RunView | None, bool]:
+        """`Backend.create_run`."""
+        existing = self.runs.get(new.id)
+        if existing is not None:
+            return existing, False
+        owned = new.owner is not None
+        run = RunView(
+            workflow=new.workflow,
+            input=new.input,
+            call_hash=new.call_hash,
+            parent=new.parent_id,
+            queue=new.queue,
+            priority=new.priority,
+            status=RunStatus.RUNNING if owned else RunStatus.QUEUED,
+            epoch=1 if owned else 0,
+            owner=new.owner,
+            lease="live" if owned else None,
+            recoveries=0,
+            cancel=False,
+            started=owned,
+        )
+        self.runs[new.id] = run
+        self.history[new.id] = {}
+        self.created[new.id] = next(self._clock)
+        return run, True
+
+    def _claim(self, run_id: str, owner: str, *, takeover: bool) -> RunView:
+        run = self.runs[run_id]
+        self.runs[run_id] = claimed = dataclasses.replace(
+            run,
+            status=RunStatus.RUNNING,
+            epoch=run.epoch + 1,
+            owner=owner,
+            lease="live",
+            recoveries=run.recoveries + 1 if takeover else run.recoveries,
+            started=True,
+            wake=None,
+            waiting_on=None,
+        )
+        return claimed
+
+    def claim_next(
+        self, owner: str, queue: str, workflows: Sequence[str], limit: int
+    ) -> list[tuple[str, RunView]]:
+        """`Backend.claim_next`."""
+        ready = sorted(
+            (
+                run_id
+                for run_id, run in self.runs.items()
+                if run.status is RunStatus.QUEUED
+                and run.queue == queue
+                and run.workflow in workflows
+            ),
+            key=lambda run_id: (-self.runs[run_id].priority, self.created[run_id]),
+        )
+        return [(run_id, self._claim(run_id, owner, takeover=False)) for run_id in ready[:limit]]
+
+    def claim_run(
+        self, run_id: str, owner: str, epoch: int, dead_owner: str | None
+    ) -> RunView | None:
+        """`Backend.claim_run`."""
+        run = self.runs.get(run_id)
+        if run is None or run.epoch != epoch:
+            return None
+        if run.status is RunStatus.RUNNING:
+            if run.lease == "expired" or (dead_owner is not None and run.owner == dead_owner):
+                return self._claim(run_id, owner, takeover=True)
+            return None
+        due = run.status is RunStatus.WAITING and run.wake == "due"
+        if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due:
+            return self._claim(run_id, owner, takeover=False)
+        return None
+
+    def mark_progress(self, run_id: str, epoch: int) -> None:
+        """`Backend.mark_progress`."""
+        run = self.runs.get(run_id)
+        if run is not None and run.epoch == epoch:
+            self.runs[run_id] = dataclasses.replace(run, recoveries=0)
+
+    def renew_leases(self, owner: str, *, live: bool) -> int:
+        """`Backend.renew_leases` with a lease in the future (*live*) or in the past."""
+        mine = [
+            run_id
+            for run_id, run in self.runs.items()
+            if run.status is RunStatus.RUNNING and run.owner == owner
+        ]
+        for run_id in mine:
+            self.runs[run_id] = dataclasses.replace(
+                self.runs[run_id], lease="live" if live else "expired"
+            )
+        return len(mine)
+
+    def release_run(self, run_id: str, epoch: int) -> bool:
+        """`Backend.release_run`."""
+        run = self.runs.get(run_id)
+        if run is None or run.epoch != epoch or run.status is not RunStatus.RUNNING:
+            return False
+        self.runs[run_id] = dataclasses.replace(
+            run, status=RunStatus.QUEUED, owner=None, lease=None
+        )
+        return True
+
+    def finish_run(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        output: bytes | None,
+        error: bytes | None,
+    ) -> bool:
+        """`Backend.finish_run`."""
+        run = self.runs.get(run_id)
+        if run is None or run.epoch != epoch or run.status.finished:
+            return False
+        self.runs[run_id] = dataclasses.replace(
+            run,
+            status=status,
+            output=output,
+            error=error,
+            owner=None,
+            lease=None,
+            finished=status.finished,
+        )
+        if status.finished:
+            self._wake(run.parent, f"run:{run_id}")
+        return True
+
+    def cancel_run(self, run_id: str) -> RunView | None:
+        """`Backend.cancel_run`: decided for each member of the tree by its status before."""
+        if run_id not in self.runs:
+            return None
+        tree, frontier = {run_id}, {run_id}
+        while frontier:
+            frontier = {i for i, r in self.runs.items() if r.parent in frontier} - tree
+            tree |= frontier
+        stopped: list[str] = []
+        for member in sorted(tree):
+            run = self.runs[member]
+            if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED):
+                self.runs[member] = dataclasses.replace(
+                    run, status=RunStatus.CANCELLED, owner=None, lease=None, finished=True
+                )
+                stopped.append(member)
+            elif run.status is RunStatus.RUNNING:
+                self.runs[member] = dataclasses.replace(run, cancel=True)
+            elif run.status is RunStatus.WAITING:
+                self.runs[member] = dataclasses.replace(
+                    run, status=RunStatus.QUEUED, cancel=True, wake=None, waiting_on=None
+                )
+        for member in stopped:
+            self._wake(self.runs[member].parent, f"run:{member}")
+        return self.runs[run_id]
+
+    # -- waiting ----------------------------------------------------------------------
+
+    def _wake(self, run_id: str | None, waiting_on: str | None = None) -> None:
+        run = self.runs.get(run_id) if run_id is not None else None
+        if run is None or run.status is not RunStatus.WAITING:
+            return
+        if waiting_on is not None and run.waiting_on != waiting_on:
+            return
+        assert run_id is not None
+        self.runs[run_id] = dataclasses.replace(
+            run, status=RunStatus.QUEUED, wake=None, waiting_on=None
+        )
+
+    def suspend_run(
+        self, run_id: str, epoch: int, *, timer: str | None, waiting_on: str | None
+    ) -> RunStatus | None:
+        """`Backend.suspend_run` with a timer long *past*, *later* (far away), a *nap*
+        (due by the time anyone looks), or None."""
+        run = self.runs.get(run_id)
+        if run is None or run.epoch != epoch or run.status is not RunStatus.RUNNING:
+            return None
+        over = timer == "past" or self._satisfied(run_id, waiting_on)
+        if over:
+            self.runs[run_id] = dataclasses.replace(
+                run, status=RunStatus.QUEUED, owner=None, lease=None, wake=None, waiting_on=None
+            )
+            return RunStatus.QUEUED
+        self.runs[run_id] = dataclasses.replace(
+            run,
+            status=RunStatus.WAITING,
+            owner=None,
+            lease=None,
+            wake={None: None, "later": "later", "nap": "due"}[timer],
+            waiting_on=waiting_on,
+        )
+        if timer == "nap":
+            self.napped[run_id] = next(self._clock)
+        return RunStatus.WAITING
+
+    def _satisfied(self, run_id: str, waiting_on: str | None) -> bool:
+        kind, _, name = (waiting_on or "").partition(":")
+        if kind == "event":
+            return any(
+                e.name == name and e.consumed_position is None for e in self.inbox.get(run_id, [])
+            )
+        other = self.runs.get(name) if kind == "run" else None
+        return other is not None and other.status.finished
+
+    def wake_due(self, limit: int) -> int:
+        """`Backend.wake_due`: napping runs are the due ones, the earliest nap first."""
+        due = sorted(
+            (i for i, r in self.runs.items() if r.status is RunStatus.WAITING and r.wake == "due"),
+            key=lambda run_id: self.napped[run_id],
+        )[:limit]
+        for run_id in due:
+            self._wake(run_id)
+        return len(due)
+
+    # -- history and events -----------------------------------------------------------
+
+    def record(self, step: Step, epoch: int) -> tuple[Step, bool] | Raised:
+        """`Backend.record`."""
+        run = self.runs.get(step.run_id)
+        if run is None or run.epoch != epoch:
+            return Raised("LeaseLost", step.run_id)
+        steps = self.history[step.run_id]
+        existing = steps.get(step.position)
+        if existing is not None and existing.status.finished:
+            return existing, run.cancel
+        stored = dataclasses.replace(step, epoch=epoch)
+        steps[step.position] = _keep_first_start(stored, existing)
+        return stored, run.cancel
+
+    def send_event(
+        self, run_id: str, name: str, payload: bytes, *, key: str | None, sender: str | None
+    ) -> Event | Raised:
+        """`Backend.send_event`."""
+        run = self.runs.get(run_id)
+        if run is None:
+            return Raised("RunNotFound", run_id)
+        inbox = self.inbox.setdefault(run_id, [])
+        earlier = next((e for e in inbox if key is not None and e.key == key), None)
+        if earlier is not None:
+            return earlier
+        if run.status.finished:
+            return Raised("RunFinished", run_id)
+        event = Event(
+            id=len(inbox),
+            run_id=run_id,
+            name=name,
+            payload=payload,
+            sent_at=0.0,
+            sender=sender,
+            key=key,
+        )
+        inbox.append(event)
+        self._wake(run_id, f"event:{name}")
+        return event
+
+    def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | Raised | None:
+        """`Backend.consume_event`."""
+        run = self.runs.get(step.run_id)
+        if run is None or run.epoch != epoch:
+            return Raised("LeaseLost", step.run_id)
+        steps = self.history[step.run_id]
+        existing = steps.get(step.position)
+        if existing is not None and existing.status.finished:
+            return existing, run.cancel
+        inbox = self.inbox.get(step.run_id, [])
+        index = next(
+            (i for i, e in enumerate(inbox) if e.name == name and e.consumed_position is None),
+            None,
+        )
+        if index is None:
+            return None
+        event = inbox[index]
+        inbox[index] = dataclasses.replace(event, consumed_position=step.position)
+        stored = dataclasses.replace(
+            step,
+            status=StepStatus.COMPLETED,
+            input=b'j{"event":#%d}' % index,
+            output=event.payload,
+            epoch=epoch,
+        )
+        steps[step.position] = _keep_first_start(stored, existing)
+        return stored, run.cancel
+
+
+def _keep_first_start(step: Step, replaced: Step | None) -> Step:
+    """A position written over (it was retrying or waiting) keeps its first start; the
+    writer is answered with its own step all the same."""
+    return step if replaced is None else dataclasses.replace(step, started_at=replaced.started_at)

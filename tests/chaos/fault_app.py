@@ -1,0 +1,44 @@
+"""A workflow that makes every kind of durable call once, for the fault-point tests.
+
+Worker subprocesses import it (``durable worker tests.chaos.fault_app``). Its task
+bodies write the effect ledger (tests/e2e/workers_app.py `ledger`), so the checker can
+count how often each body ran and which execution's result was recorded.
+"""
+
+from __future__ import annotations
+
+import durable
+from durable import dispatch, execute, send, task, wait, workflow
+from tests.e2e.workers_app import ledger
+
+
+@task
+def effect(i: int, n: int) -> dict[str, object]:
+    return {"value": i * 10 + n, "token": ledger()}
+
+
+@workflow
+def leaf(i: int) -> int:
+    return effect(i, 5)["value"]  # type: ignore[return-value]
+
+
+@workflow
+def every_kind(i: int, me: str) -> list[object]:
+    """One durable call of each kind, in this order: task, now, uuid4, random, sleep,
+    send, event, dispatch, join, workflow (a child called inline)."""
+    first = effect(i, 0)["value"]
+    durable.now()
+    durable.uuid4()
+    durable.random()
+    wait(0.05)
+    send(me, "note", {"n": i})
+    note = wait("note", timeout=60)
+    handle = dispatch(leaf, i)
+    joined = wait(handle)
+    inline = execute(leaf, i + 1)
+    return [first, note["n"], joined, inline]
+
+
+def expected(i: int) -> list[object]:
+    """What `every_kind(i, ...)` returns, computed without durable."""
+    return [i * 10, i, i * 10 + 5, (i + 1) * 10 + 5]

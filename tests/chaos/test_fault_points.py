@@ -1,0 +1,132 @@
+"""A crash at every fault point, for every kind of durable call, on SQLite and PostgreSQL.
+
+Each case dispatches one `every_kind` run (a task, now, uuid4, random, a sleep, a
+send, an event wait, a dispatch, a join and an inline child workflow), starts a worker
+armed with one fault (``DURABLE_FAULTS``), and, if the fault killed it, a clean worker
+that takes the run over. Then the checker holds the run to the invariants: the result
+the pure-Python model predicts, every position recorded once, and no task body run
+again after its result was committed. A body may run twice only where the crash fell
+between the body starting and its result being committed, and only in the process
+that died; a lost acknowledgement re-runs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import durable
+from durable import RunStatus
+from durable.errors import StorageError
+from durable.testing import arm_fault, disarm_faults
+from tests.chaos.fault_app import every_kind, expected
+from tests.e2e.checker import check
+from tests.e2e.harness import Children
+
+pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
+
+SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+KINDS = ["task", "now", "uuid4", "random", "sleep", "send", "event", "dispatch", "join", "workflow"]
+
+#: (point, action, match, task bodies expected to run twice)
+CASES = [
+    ("after_claim", "exit", "fault", 0),
+    ("before_task", "exit", "task:", 0),
+    ("after_task", "exit", "task:", 1),
+    *(("before_checkpoint", "exit", f"{kind}:", int(kind == "task")) for kind in KINDS),
+    *(("checkpoint_lost_ack", "raise", f"{kind}:", 0) for kind in KINDS),
+    ("before_complete", "exit", "every_kind", 0),
+    ("dispatch_lost_ack", "raise", "dispatch:", 0),
+]
+RUN = "fault-7"
+
+
+@pytest.fixture
+def children(tmp_path: Path, url: str) -> Iterator[Children]:
+    harness = Children(tmp_path, url)
+    try:
+        yield harness
+    finally:
+        harness.close()
+
+
+def worker(children: Children, faults: str = "") -> subprocess.Popen[str]:
+    command = ["-m", "durable", "worker", "tests.chaos.fault_app", "--db", children.url]
+    options = ["--concurrency", "1", "--lease", "5", "--log-level", "INFO"]
+    return children.spawn([*command, *options], DURABLE_FAULTS=faults)
+
+
+def finish(url: str, run_id: str, timeout: float = 60) -> durable.Run:
+    """Wait until *run_id* has finished; return it."""
+    deadline = time.monotonic() + timeout
+    with durable.Engine(url) as engine:
+        while time.monotonic() < deadline:
+            run = engine.backend.get_run(run_id)
+            if run is not None and run.status.finished:
+                return run
+            time.sleep(0.05)
+    raise AssertionError(f"run {run_id} did not finish within {timeout}s")
+
+
+def stop(children: Children, process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, children.log(process)
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+@pytest.mark.parametrize(
+    "case", CASES, ids=[f"{point}-{match.rstrip(':')}" for point, _, match, _ in CASES]
+)
+def test_crash_at_fault_point(
+    children: Children, url: str, case: tuple[str, str, str, int]
+) -> None:
+    point, action, match, repeats = case
+    with durable.Engine(url) as engine:
+        engine.dispatch_call(every_kind.bind(7, RUN), run_id=RUN)
+    fault = json.dumps([{"point": point, "action": action, "match": match}])
+    first = worker(children, fault)
+    killed: list[int] = []
+    if action == "exit":
+        assert first.wait(60) == 137, f"the fault did not fire:\n{children.log(first)}"
+        killed.append(first.pid)
+        second = worker(children)
+        run = finish(url, RUN)
+        stop(children, second)
+    else:
+        run = finish(url, RUN)
+        stop(children, first)
+    assert f"fault injected: {point}" in children.log(first), "the fault never fired"
+    assert run.status is RunStatus.COMPLETED, run
+    report = check(children.url, children.ledger, {RUN: expected(7)}, killed=killed)
+    assert report.repeated == repeats, report
+    assert report.steps == 10
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+def test_lost_ack_of_a_dispatch_still_makes_one_run(url: str) -> None:
+    """The insert commits, then the driver fails: the caller either gets its handle (the
+    backend read its own row back) or an error, and dispatching again with the same id
+    returns that same run: never two runs, never a conflict."""
+    arm_fault("dispatch_lost_ack", "raise")
+    try:
+        with durable.Engine(url) as engine:
+            if url.startswith("postgresql"):
+                # psycopg reports a lost connection: the backend retries, finds its own
+                # row, and the caller never knows.
+                handle = engine.dispatch_call(every_kind.bind(1, "d"), run_id="d")
+            else:
+                with pytest.raises(StorageError, match="ack was lost"):
+                    engine.dispatch_call(every_kind.bind(1, "d"), run_id="d")
+                handle = engine.dispatch_call(every_kind.bind(1, "d"), run_id="d")
+            assert handle.id == "d"
+            run = engine.backend.get_run("d")
+            assert run is not None and run.status is RunStatus.QUEUED and run.epoch == 0
+    finally:
+        disarm_faults()

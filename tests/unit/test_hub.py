@@ -1,0 +1,42 @@
+"""The in-process wake-up hub: bounded memory, and never a missed notification."""
+
+from __future__ import annotations
+
+from durable.backends._hub import MAX_TOPICS, Hub
+
+
+def test_the_hub_forgets_old_topics() -> None:
+    """However many topics are notified (one per run, through LISTEN), a hub remembers
+    at most twice MAX_TOPICS of them."""
+    hub = Hub()
+    for i in range(5 * MAX_TOPICS):
+        hub.notify(f"run:{i}")
+    assert len(hub._versions) <= 2 * MAX_TOPICS
+    assert "run:0" not in hub._versions and f"run:{5 * MAX_TOPICS - 1}" in hub._versions
+
+
+def test_forgetting_a_topic_never_hides_its_change() -> None:
+    """A watch made before its topic was notified and then forgotten still wakes."""
+    hub = Hub()
+    watch = hub.watch(["run:mine"])
+    quiet = hub.watch(["run:other"])
+    assert not quiet.wait(0)
+    hub.notify("run:mine")
+    for i in range(2 * MAX_TOPICS):
+        hub.notify(f"run:{i}")
+    assert "run:mine" not in hub._versions, "forgotten by now"
+    assert watch.wait(0), "the notification before forgetting is not lost"
+    assert not watch.wait(0), "and it is reported once"
+
+
+def test_a_topic_notified_again_is_remembered_longer() -> None:
+    """Forgetting goes by the last notification, not the first."""
+    hub = Hub()
+    hub.notify("run:busy")
+    for i in range(2 * MAX_TOPICS - 1):
+        hub.notify(f"run:{i}")
+        if i % 1000 == 0:
+            hub.notify("run:busy")
+    hub.notify("run:last")  # past the bound: the oldest half is forgotten
+    assert "run:busy" in hub._versions
+    assert "run:0" not in hub._versions
