@@ -157,3 +157,44 @@ class Event:
     sender: str | None = None
     key: str | None = None
     consumed_position: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunQuery:
+    """Which runs to list or count (`Backend.list_runs`); unset fields match all."""
+
+    workflow: str | None = None
+    statuses: tuple[RunStatus, ...] = ()
+    queue: str | None = None
+    #: created at or after this moment (seconds since the epoch).
+    since: float | None = None
+    #: created before this moment.
+    until: float | None = None
+    parent_id: str | None = None
+    #: a substring of the run id.
+    id_contains: str | None = None
+    #: the page after this run, as (created_at, id): the last one of the previous page.
+    after: tuple[float, str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """How one finished run or task call ended, for statistics."""
+
+    name: str
+    status: str
+    started_at: float | None
+    finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    """An operator's action on a run (start, cancel, retry, send): who, what, when."""
+
+    id: int
+    run_id: str
+    action: str
+    actor: str | None
+    at: float
+    #: JSON text: what the action was given or changed.
+    detail: str

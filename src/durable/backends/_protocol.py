@@ -9,9 +9,9 @@ of these contracts; a third-party backend passes it or is wrong.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
-from durable._records import Event, NewRun, Run, RunStatus, Step
+from durable._records import Action, Event, NewRun, Outcome, Run, RunQuery, RunStatus, Step
 
 #: The topic notified when a run starts sleeping: workers read `Backend.next_wake` again.
 TIMERS = "timers"
@@ -85,7 +85,8 @@ class Backend(Protocol):
     ) -> bool:
         """Set the run's outcome and drop its lease, fenced by *epoch*.
 
-        *status* is COMPLETED, FAILED, CANCELLED or DEAD (terminal, never changed again)
+        *status* is COMPLETED, FAILED, CANCELLED or DEAD (terminal: only
+        an operator's `retry_run` changes FAILED or DEAD again)
         or BLOCKED (resumable once the code matches the history again). ``run:<id>``
         is notified, and a parent WAITING on this run (``waiting_on == "run:<id>"``) is
         queued again.
@@ -248,10 +249,10 @@ class Backend(Protocol):
         A run is deleted only when nothing can need it again: it, every run above it
         still stored (parent, grandparent...) and every run below it (children,
         grandchildren...) have finished (COMPLETED, FAILED, CANCELLED or DEAD) before
-        *finished_before*, on the backend's clock. So a child of a live parent stays
-        (the parent's replay reads it), a parent stays while any descendant lives
-        (cancelling it must still reach them), and QUEUED, RUNNING, WAITING and
-        BLOCKED runs are never deleted. Oldest runs (by creation) go first.
+        *finished_before*, on the backend's clock (its actions go with it). So a child
+        of a live parent stays (the parent's replay reads it), a parent stays while any
+        descendant lives (cancelling it must still reach them), and QUEUED, RUNNING,
+        WAITING and BLOCKED runs are never deleted. Oldest runs (by creation) go first.
 
         One transaction: a run goes with its history and events, or not at all.
         Concurrent callers never both count one run. A deleted run's id is free again:
@@ -265,6 +266,50 @@ class Backend(Protocol):
             How many runs were deleted (or, with *dry_run*, would be). Fewer than
             *limit* means no other run could go (or another caller took them).
         """
+        ...
+
+    def list_runs(self, query: RunQuery, *, limit: int) -> Sequence[Run]:
+        """Return up to *limit* runs matching *query*, newest first (by ``created_at``,
+        then id, both descending). ``query.after`` continues a listing after the run
+        it names, so pages neither repeat nor skip runs created meanwhile."""
+        ...
+
+    def count_runs(self, query: RunQuery) -> int:
+        """How many runs match *query* (``query.after`` included)."""
+        ...
+
+    def outcomes(
+        self, kind: Literal["run", "task"], *, since: float, name: str | None = None
+    ) -> Sequence[Outcome]:
+        """How finished runs (created since *since*), or finished task calls (started
+        since *since*), ended; only those named *name* if given. For statistics.
+
+        A run's outcome is its workflow name, status, start (its creation if it never
+        started) and finish; a task call's is a COMPLETED or FAILED history step of
+        kind TASK, with its first start and its finish.
+        """
+        ...
+
+    def retry_run(self, run_id: str, positions: Sequence[int]) -> Run | None:
+        """Give a FAILED or DEAD run another go: an operator's override of its outcome.
+
+        One transaction: the FAILED steps at *positions* are deleted (the run will call
+        them again), the run becomes QUEUED with no outcome, lease or recoveries, and
+        ``queue:<name>`` is notified. Other steps stay, so finished work is replayed,
+        not redone. A run in any other status is not changed.
+
+        Returns:
+            The run as now stored, or None if no run has this id.
+        """
+        ...
+
+    def record_action(self, run_id: str, action: str, *, actor: str | None, detail: str) -> Action:
+        """Append an operator's action on a run to the actions log, stamped with the
+        backend's clock. *detail* is JSON text. Purging a run deletes its actions."""
+        ...
+
+    def actions(self, run_id: str) -> Sequence[Action]:
+        """The actions recorded on a run, oldest first."""
         ...
 
     def watch(self, topics: Sequence[str]) -> Watch:

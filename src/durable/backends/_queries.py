@@ -22,6 +22,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from durable._records import RunStatus, StepStatus
 
+from ._inspect_queries import InspectQueries
 from ._schema import events, history, runs
 from ._wait_queries import WaitQueries
 
@@ -117,6 +118,8 @@ class Queries:
         self._define_claims()
         self._define_cancellation()
         self._define_purge()
+        #: listing runs, statistics, retries and the actions log (_inspect_queries.py).
+        self.inspect = InspectQueries(self)
         if self.postgres:
             self._define_batches()
         #: where each parameter of the hand-built record tuple (RECORD_ORDER) goes.

@@ -98,6 +98,24 @@ events = sa.Table(
     sa.Column("consumed_at", sa.Double),
 )
 
+# Version 4: what operators did to runs (CLI, API, dashboard): who, what, when.
+actions = sa.Table(
+    "durable_actions",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),
+    sa.Column("actor", sa.Text),
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+    sa.Index("durable_actions_run", "run_id", "id"),
+)
+
 meta = sa.Table(
     "durable_meta",
     metadata,
@@ -144,15 +162,20 @@ _claim_index = sa.Index(
     postgresql_where=_QUEUED,
 )
 
+# Version 4: listing a workflow's runs, newest first (the dashboard, `durable ls`).
+_workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.created_at)
+# Version 4: a run's events, for `Backend.events` and purging.
+_events_run_index = sa.Index("durable_events_run", events.c.run_id)
+
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 Execute = Callable[[str], None]
 
 
 def create(dialect: sa.Dialect, execute: Execute) -> None:
     """Create every table and index at the current version (a new database)."""
-    for table in (runs, history, events, meta):
+    for table in (runs, history, events, actions, meta):
         execute(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
             execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
@@ -177,8 +200,20 @@ def _v2_to_v3(dialect: sa.Dialect, execute: Execute) -> None:
     execute(str(CreateIndex(_due_index, if_not_exists=True).compile(dialect=dialect)))
 
 
+def _v3_to_v4(dialect: sa.Dialect, execute: Execute) -> None:
+    """Operator surface: the actions log, and indexes for listing runs and events."""
+    execute(str(CreateTable(actions, if_not_exists=True).compile(dialect=dialect)))
+    for index in (*sorted(actions.indexes, key=lambda i: str(i.name)), _workflow_index):
+        execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+    execute(str(CreateIndex(_events_run_index, if_not_exists=True).compile(dialect=dialect)))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+}
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
 

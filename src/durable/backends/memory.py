@@ -13,15 +13,16 @@ import threading
 from collections.abc import Sequence
 
 from durable._clock import SYSTEM_CLOCK, Clock
-from durable._records import Event, NewRun, Run, RunStatus, Step
+from durable._records import Action, Event, NewRun, Run, RunStatus, Step
 from durable.errors import LeaseLost, StorageError
 
 from ._hub import Hub, Watch
+from ._memory_inspect import InspectMixin
 from ._memory_waits import WaitsMixin
 from ._purging import Relative, may_go
 
 
-class MemoryBackend(WaitsMixin):
+class MemoryBackend(WaitsMixin, InspectMixin):
     """An in-process backend for tests and demos. Nothing survives the process."""
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -31,6 +32,7 @@ class MemoryBackend(WaitsMixin):
         self._history: dict[str, dict[int, Step]] = {}
         self._events: dict[str, list[Event]] = {}
         self._event_ids = itertools.count(1)
+        self._actions: list[Action] = []
         self._closed = False
         self._hub = Hub()
 
@@ -351,6 +353,8 @@ class MemoryBackend(WaitsMixin):
                     del self._runs[run_id]
                     self._history.pop(run_id, None)
                     self._events.pop(run_id, None)
+                gone = set(going)
+                self._actions = [a for a in self._actions if a.run_id not in gone]
             return len(going)
 
     def watch(self, topics: Sequence[str]) -> Watch:

@@ -29,6 +29,7 @@ from ._hub import Hub, Watch
 from ._listener import Listener
 from ._purging import Relative, may_go
 from ._queries import CHANNEL, Queries, Statement
+from ._sql_inspect import SQLInspectMixin
 from ._sql_waits import SQLWaitsMixin
 
 #: Other processes cannot notify a SQLite waiter, so its waits poll this often.
@@ -38,7 +39,7 @@ PURGE_WINDOW = 1000
 _FINISHED = frozenset(status.value for status in RunStatus if status.finished)
 
 
-class SQLBackend(SQLWaitsMixin):
+class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
     """A backend on SQLite or PostgreSQL.
 
     Args:
@@ -492,6 +493,7 @@ class SQLBackend(SQLWaitsMixin):
                 ids = {"ids": self._names(gone)}
                 self._execute(session, self._sql.purge_history, ids)
                 self._execute(session, self._sql.purge_events, ids)
+                self._execute(session, self._sql.inspect.purge_actions, ids)
             return len(gone), end
 
         count, end = self._db.run("Purging finished runs", body)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ._conformance import CORE_CHECKS, MakeBackend
+from ._conformance_inspect import INSPECT_CHECKS
 from ._conformance_purge import PURGE_CHECKS
 from ._conformance_waits import WAIT_CHECKS
 
 #: Every check, in the order check_backend runs them.
-CHECKS: tuple[Callable[[MakeBackend], None], ...] = CORE_CHECKS + WAIT_CHECKS + PURGE_CHECKS
+CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
+    CORE_CHECKS + WAIT_CHECKS + PURGE_CHECKS + INSPECT_CHECKS
+)
 
 
 def check_backend(make_backend: MakeBackend) -> None:
