@@ -320,8 +320,23 @@ class Engine:
         parent_id: str | None = None,
     ) -> Run:
         """Queue *call* as a run for a worker; return it (the existing one for a known id)."""
-        run, _ = self._create(call, run_id, parent_id, owner=None, queue=queue, priority=priority)
+        run, _ = self.enqueue(
+            call, run_id=run_id, queue=queue, priority=priority, parent_id=parent_id
+        )
         return run
+
+    def enqueue(
+        self,
+        call: Call[Any],
+        *,
+        run_id: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        parent_id: str | None = None,
+    ) -> tuple[Run, bool]:
+        """`dispatch_call`, also saying whether this call created the run (False: a run
+        with this id and call existed, and is returned)."""
+        return self._create(call, run_id, parent_id, owner=None, queue=queue, priority=priority)
 
     def _create(
         self,

@@ -15,13 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from durable._config import get_engine
-from durable._context import current
 from durable._decorators import Durable
+from durable._dry_replay import dry_replay
 from durable._engine import Engine
 from durable._records import Run, RunStatus, Step, StepKind, StepStatus
-from durable._runner import RunContext, run_coroutine
 from durable.backends.memory import MemoryBackend
-from durable.errors import NondeterminismError
 
 FORMAT = "durable-history"
 VERSION = 1
@@ -81,15 +79,6 @@ def export_history(run_id: str, *, engine: Engine | None = None) -> str:
     return json.dumps(document, indent=1, ensure_ascii=False)
 
 
-class _Frontier(BaseException):
-    """The replay reached a call the history has no outcome for."""
-
-    def __init__(self, position: int, call: str) -> None:
-        super().__init__(position)
-        self.position = position
-        self.call = call
-
-
 def replay(workflow: Durable[..., Any], history: str | Mapping[str, Any]) -> None:
     """Check that today's *workflow* code is compatible with a recorded *history*.
 
@@ -139,47 +128,10 @@ def _replay(
         )
         for row in rows
     ]
-    run_input = _payload_in(recorded["input"]) or b""
-    stored = engine.load(run_input, recorded["id"], None)
     run = Run(
-        id=recorded["id"], workflow=workflow.name, status=RunStatus.RUNNING, input=run_input,
-        call_hash=recorded["call_hash"], output=None, error=None, epoch=1, lease_owner=None,
-        lease_until=None, recoveries=0, parent_id=None, created_at=0.0, updated_at=0.0,
-        finished_at=None,
+        id=recorded["id"], workflow=workflow.name, status=RunStatus(recorded["status"]),
+        input=_payload_in(recorded["input"]) or b"", call_hash=recorded["call_hash"],
+        output=None, error=None, epoch=1, lease_owner=None, lease_until=None, recoveries=0,
+        parent_id=None, created_at=0.0, updated_at=0.0, finished_at=None,
     )  # fmt: skip
-    context = RunContext(engine, run, steps)
-
-    def stop(position: int, call: str) -> None:
-        raise _Frontier(position, call)
-
-    context.frontier = stop
-    token = current.set(context)
-    try:
-        value = workflow.fn(*stored["args"], **stored["kwargs"])
-        if hasattr(value, "__await__"):
-            run_coroutine(value)
-    except _Frontier as frontier:
-        if RunStatus(recorded["status"]).finished:
-            raise NondeterminismError(
-                f"Run {run.id!r} diverged from its history at position {frontier.position}: "
-                f"the code now calls {frontier.call} there, but the run had finished "
-                f"({recorded['status']}) after position {len(steps) - 1}. Runs like it that "
-                "are still live would block on resuming.",
-                run_id=run.id,
-                position=frontier.position,
-                recorded="nothing: the run had finished",
-                current=frontier.call,
-            ) from None
-        return  # an unfinished run: the code agrees with everything recorded so far
-    except NondeterminismError:
-        raise
-    except BaseException:
-        if isinstance(context.fatal, NondeterminismError):
-            raise context.fatal from None
-        context.replay.check_complete()  # it raised what it raised before, or ended early
-        return
-    finally:
-        current.reset(token)
-    if isinstance(context.fatal, NondeterminismError):
-        raise context.fatal
-    context.replay.check_complete()
+    dry_replay(engine, workflow, run, steps)

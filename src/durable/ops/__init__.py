@@ -1,0 +1,328 @@
+"""The operations layer: what an operator can ask of a durable database.
+
+The command line (``durable ls``, ``show``, ``retry``...), the REST API and the
+dashboard are thin front ends over `Operations`. Its methods take plain values and
+return JSON-ready dicts and lists, so ``durable ls -o json`` prints exactly what
+``GET /api/v1/runs`` answers. Failures raise `OpsError` subclasses that carry an HTTP
+status and an exit code. Every start, cancel, retry and send is recorded on the run
+with who did it and when (`Operations.actions`).
+
+    ops = Operations(durable.Engine("postgresql://..."))
+    ops.list_runs(status=["failed"], since=time.time() - 3600)
+    ops.retry("order-17", actor="alice")
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from durable import _registry
+from durable._engine import Engine
+from durable._records import Run, RunQuery, RunStatus
+from durable.errors import (
+    IdempotencyConflict,
+    RunFinished,
+    RunNotFound,
+    SerializationError,
+)
+
+from . import _views
+from ._check import check_run, unfinished
+from ._errors import BadRequest, Conflict, NotFound, OpsError
+from ._retry import reopened
+from ._stats import stat, stats
+from ._values import error as error_of
+from ._values import iso
+
+__all__ = ["BadRequest", "Conflict", "NotFound", "Operations", "OpsError"]
+
+#: The most runs one page lists.
+MAX_LIMIT = 500
+#: `stats` looks this far back unless told otherwise.
+STATS_WINDOW = 7 * 24 * 3600.0
+_RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD)
+
+
+class Operations:
+    """Inspect and operate the runs of one database, through *engine*."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.backend = engine.backend
+
+    # -- reading ----------------------------------------------------------------------
+
+    def list_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: Iterable[str] = (),
+        queue: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        parent: str | None = None,
+        search: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Runs matching the filters, newest first: ``{"items", "next_cursor"}``."""
+        if not 1 <= limit <= MAX_LIMIT:
+            raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}, not {limit}.")
+        query = self._query(
+            workflow=workflow,
+            status=status,
+            queue=queue,
+            since=since,
+            until=until,
+            parent=parent,
+            search=search,
+        )
+        if cursor:
+            query = RunQuery(**{**_fields(query), "after": _decode_cursor(cursor)})
+        found = self.backend.list_runs(query, limit=limit)
+        more = len(found) == limit and self.backend.list_runs(
+            RunQuery(**{**_fields(query), "after": (found[-1].created_at, found[-1].id)}), limit=1
+        )
+        return {
+            "items": [_views.run_summary(run) for run in found],
+            "next_cursor": _encode_cursor(found[-1]) if more else None,
+        }
+
+    def count_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: Iterable[str] = (),
+        queue: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        parent: str | None = None,
+        search: str | None = None,
+    ) -> int:
+        """How many runs match the filters (as `list_runs`)."""
+        query = self._query(
+            workflow=workflow,
+            status=status,
+            queue=queue,
+            since=since,
+            until=until,
+            parent=parent,
+            search=search,
+        )
+        return self.backend.count_runs(query)
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        """One run in full (RunDetail), with the ids of its child runs."""
+        run = self._run(run_id)
+        children = self.backend.list_runs(RunQuery(parent_id=run_id), limit=MAX_LIMIT)
+        return _views.run_detail(run, sorted(child.id for child in children))
+
+    def history(self, run_id: str) -> list[dict[str, Any]]:
+        """Every recorded position of a run, in order (Step shapes)."""
+        self._run(run_id)
+        return _views.steps(self.backend.load_history(run_id))
+
+    def actions(self, run_id: str) -> list[dict[str, Any]]:
+        """What operators did to a run, oldest first."""
+        self._run(run_id)
+        return [_views.action(done) for done in self.backend.actions(run_id)]
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """Every event sent to a run, oldest first, consumed or not."""
+        self._run(run_id)
+        return [_views.event(sent) for sent in self.backend.events(run_id)]
+
+    def stats(
+        self, *, since: float | None = None, workflow: str | None = None, task: str | None = None
+    ) -> dict[str, Any]:
+        """Per workflow and per task: runs, success %, average and p95 duration and
+        failures in the last day, over runs created (tasks started) since *since*
+        (default: the last 7 days)."""
+        now = self.backend.now()
+        start = now - STATS_WINDOW if since is None else since
+        runs = self.backend.outcomes("run", since=start, name=workflow)
+        tasks = self.backend.outcomes("task", since=start, name=task)
+        return {
+            "since": iso(start),
+            "workflows": stats(runs, now=now),
+            "tasks": stats(tasks, now=now),
+        }
+
+    def task_stats(self, name: str, *, since: float | None = None) -> dict[str, Any]:
+        """One task's Stat across every run (default: the last 7 days)."""
+        now = self.backend.now()
+        start = now - STATS_WINDOW if since is None else since
+        return stat(name, self.backend.outcomes("task", since=start, name=name), now=now)
+
+    def check(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """Replay every unfinished run's history against the code registered in this
+        process, running nothing: a CheckResult per run (see `_check`)."""
+        return [check_run(self.engine, run) for run in unfinished(self.engine, limit)]
+
+    # -- acting -----------------------------------------------------------------------
+
+    def start(
+        self,
+        workflow: str,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        id: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Queue a run of a registered workflow (or task) for a worker to execute."""
+        target = _registry.find(workflow)
+        if target is None:
+            raise NotFound(
+                f"No workflow named {workflow!r} is registered in this process. Import "
+                "the module that defines it (durable start --import MODULE, or durable ui "
+                f"MODULE); registered: {', '.join(_registry.names()) or 'none'}."
+            )
+        try:
+            call = target.bind(*args, **(kwargs or {}))
+            run, created = self.engine.enqueue(call, run_id=id, queue=queue, priority=priority)
+        except TypeError as error:
+            raise BadRequest(f"The arguments do not fit: {error}.") from None
+        except SerializationError as error:
+            raise BadRequest(str(error)) from None
+        except IdempotencyConflict as error:
+            raise Conflict(str(error)) from None
+        if created:  # starting it again returns the same run, and is not an action
+            detail = {"workflow": workflow, "queue": queue, "priority": priority}
+            self._record(run.id, "start", actor, detail)
+        return _views.run_summary(run)
+
+    def cancel(self, run_id: str, *, actor: str | None = None) -> dict[str, Any]:
+        """Cancel a run and its unfinished children (cooperatively: a running one stops
+        at its next durable call)."""
+        run = self._run(run_id)
+        if run.status.finished:
+            raise Conflict(
+                f"Run {run_id!r} has already finished ({run.status.value}); there is "
+                "nothing to cancel."
+            )
+        self.engine.cancel(run_id)
+        self._record(run_id, "cancel", actor, {"status_before": run.status.value})
+        return _views.run_summary(self._run(run_id))
+
+    def retry(self, run_id: str, *, actor: str | None = None) -> dict[str, Any]:
+        """Run a failed or dead run again from where it failed: the failed calls that
+        ended it are reopened, everything it finished before is replayed, not redone.
+        Failed child runs it was waiting for are retried first."""
+        run = self._run(run_id)
+        if run.status not in _RETRYABLE:
+            raise Conflict(
+                f"Run {run_id!r} is {run.status.value}; only failed or dead runs can be retried."
+            )
+        history = self.backend.load_history(run_id)
+        positions, children = reopened(history)
+        for child in children:
+            found = self.backend.get_run(child)
+            if found is not None and found.status in _RETRYABLE:
+                self.retry(child, actor=actor)
+        retried = self.backend.retry_run(run_id, positions)
+        if retried is None or retried.status is not RunStatus.QUEUED:
+            raise Conflict(f"Run {run_id!r} changed while it was being retried; look again.")
+        steps = {step.position: step for step in history}
+        detail = {
+            "reopened": positions,
+            "status_before": run.status.value,
+            "errors": {str(p): error_of(steps[p].error) for p in positions},
+            "error_before": error_of(run.error),
+        }
+        self._record(run_id, "retry", actor, detail)
+        return {"run": _views.run_summary(retried), "reopened": positions}
+
+    def send(
+        self,
+        run_id: str,
+        event: str,
+        data: Any = None,
+        *,
+        sender: str | None = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """Put an event in a run's inbox (a human task's answer, say); the run's
+        ``wait(event)`` receives *data*."""
+        if not event:
+            raise BadRequest("An event needs a name.")
+        try:
+            payload = self.engine.dump(data, f"the payload of event {event!r}")
+            sent = self.backend.send_event(run_id, event, payload, key=key, sender=sender)
+        except SerializationError as error:
+            raise BadRequest(str(error)) from None
+        except RunNotFound:
+            raise NotFound(_no_run(run_id)) from None
+        except RunFinished as error:
+            raise Conflict(str(error)) from None
+        self._record(run_id, "send", sender, {"event": event, "key": key, "event_id": sent.id})
+        return {"event": _views.event(sent)}
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _run(self, run_id: str) -> Run:
+        run = self.backend.get_run(run_id)
+        if run is None:
+            raise NotFound(_no_run(run_id))
+        return run
+
+    def _record(self, run_id: str, action: str, actor: str | None, detail: Any) -> None:
+        self.backend.record_action(run_id, action, actor=actor, detail=json.dumps(detail))
+
+    @staticmethod
+    def _query(
+        *,
+        workflow: str | None,
+        status: Iterable[str],
+        queue: str | None,
+        since: float | None,
+        until: float | None,
+        parent: str | None,
+        search: str | None,
+    ) -> RunQuery:
+        statuses = []
+        for name in status:
+            try:
+                statuses.append(RunStatus(name))
+            except ValueError:
+                known = ", ".join(s.value for s in RunStatus)
+                raise BadRequest(f"Unknown status {name!r}: use one of {known}.") from None
+        return RunQuery(
+            workflow=workflow or None,
+            statuses=tuple(statuses),
+            queue=queue or None,
+            since=since,
+            until=until,
+            parent_id=parent or None,
+            id_contains=search or None,
+        )
+
+
+def _fields(query: RunQuery) -> dict[str, Any]:
+    return {name: getattr(query, name) for name in RunQuery.__dataclass_fields__}
+
+
+def _no_run(run_id: str) -> str:
+    return f"No run has the id {run_id!r}; `durable ls` lists the runs there are."
+
+
+def _encode_cursor(run: Run) -> str:
+    text = json.dumps([run.created_at, run.id])
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created, run_id = json.loads(base64.urlsafe_b64decode(padded))
+        return float(created), str(run_id)
+    except (ValueError, TypeError, binascii.Error):
+        raise BadRequest(
+            f"The cursor {cursor!r} is not one this API gave out; start again without it."
+        ) from None

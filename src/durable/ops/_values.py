@@ -1,0 +1,97 @@
+"""Payloads and records as plain JSON values, for people to read.
+
+Nothing here runs user code: payloads are decoded without unpickling (a pickled value
+shows as what it is, not as its contents), and classes that do not import here show
+as their tagged form. A value too long to show whole is cut and marked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from durable._serde import JSON, loads
+from durable.errors import DurableError
+
+#: Values whose JSON is longer than this are cut to this many characters.
+PREVIEW = 2000
+
+
+def iso(moment: float | None) -> str | None:
+    """Seconds since the epoch as ISO 8601 UTC with a Z (None stays None)."""
+    if moment is None:
+        return None
+    text = dt.datetime.fromtimestamp(moment, dt.UTC).isoformat(timespec="microseconds")
+    return text.replace("+00:00", "Z")
+
+
+def duration(start: float | None, end: float | None) -> float | None:
+    """Seconds from *start* to *end*, if both are known."""
+    return None if start is None or end is None else round(max(0.0, end - start), 6)
+
+
+def value(data: bytes | None) -> Any:
+    """A stored payload as a JSON value (see the module docstring); None stays None."""
+    if data is None:
+        return None
+    try:
+        decoded = loads(data, allow_pickle=False)
+    except DurableError as error:
+        decoded = _raw(data, error)
+    return _cut(plain(decoded))
+
+
+def _raw(data: bytes, error: DurableError) -> Any:
+    """The payload's stored tree, tags and all, when it cannot be decoded here."""
+    if bytes(data[:1]) != JSON:
+        return {"unreadable": f"a pickled value, not unpickled for display ({error})"}
+    try:
+        return json.loads(bytes(data[1:]).decode("utf-8"))
+    except ValueError:
+        return {"unreadable": f"the payload is corrupt: {error}"}
+
+
+def plain(item: Any) -> Any:
+    """A decoded Python value as JSON data: containers kept, the rest as text."""
+    if item is None or isinstance(item, bool | int | float | str):
+        return item
+    if isinstance(item, Mapping):
+        return {str(key): plain(inner) for key, inner in item.items()}
+    if isinstance(item, list | tuple):
+        return [plain(inner) for inner in item]
+    if isinstance(item, set | frozenset):
+        return sorted((plain(inner) for inner in item), key=repr)
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        fields = {f.name: plain(getattr(item, f.name)) for f in dataclasses.fields(item)}
+        return {"type": type(item).__qualname__, **fields}
+    if isinstance(item, dt.datetime | dt.date | dt.time):
+        return item.isoformat()
+    return repr(item)
+
+
+def _cut(item: Any) -> Any:
+    text = json.dumps(item, ensure_ascii=False, default=repr)
+    if len(text) <= PREVIEW:
+        return item
+    return {"truncated": text[:PREVIEW]}
+
+
+def error(data: bytes | None) -> dict[str, Any] | None:
+    """A recorded exception as {"type", "message", "traceback"}, without rebuilding it."""
+    if data is None:
+        return None
+    try:
+        record = loads(data, allow_pickle=False)
+    except DurableError as failure:
+        return {"type": "unreadable", "message": str(failure), "traceback": None}
+    if not isinstance(record, dict):
+        return {"type": "unknown", "message": repr(record), "traceback": None}
+    module, _, name = str(record.get("type", "unknown")).rpartition(":")
+    return {
+        "type": name if module in ("", "builtins") else f"{module}.{name}",
+        "message": str(record.get("message", "")),
+        "traceback": record.get("traceback") or None,
+    }

@@ -1,0 +1,135 @@
+"""Records as the JSON shapes every front end shows: runs, steps, events, actions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from durable._records import Action, Event, Run, Step, StepKind, StepStatus
+
+from ._values import duration, error, iso, value
+
+_CHILD_KINDS = (StepKind.WORKFLOW, StepKind.DISPATCH)
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """What a list of runs shows for each."""
+    return {
+        "id": run.id,
+        "workflow": run.workflow,
+        "status": run.status.value,
+        "queue": run.queue,
+        "priority": run.priority,
+        "parent_id": run.parent_id,
+        "created_at": iso(run.created_at),
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+        "duration": duration(run.started_at, run.finished_at),
+        "wake_at": iso(run.wake_at),
+        "waiting_on": run.waiting_on,
+        "cancel_requested": run.cancel_requested,
+        "recoveries": run.recoveries,
+    }
+
+
+def run_detail(run: Run, children: Sequence[str]) -> dict[str, Any]:
+    """One run in full: its summary, input, outcome, what it waits on, its children."""
+    return {
+        **run_summary(run),
+        "input": value(run.input),
+        "output": value(run.output),
+        "error": error(run.error),
+        "waiting": waiting(run),
+        "children": list(children),
+    }
+
+
+def waiting(run: Run) -> dict[str, Any] | None:
+    """What a WAITING run waits for: a time, an event (maybe with a deadline), a run."""
+    if run.waiting_on is None and run.wake_at is None:
+        return None
+    kind, _, name = (run.waiting_on or "timer:").partition(":")
+    return {
+        "kind": kind if kind in ("event", "run") else "timer",
+        "until": iso(run.wake_at),
+        "event": name if kind == "event" else None,
+        "run": name if kind == "run" else None,
+    }
+
+
+def steps(history: Sequence[Step]) -> list[dict[str, Any]]:
+    """A history as Step shapes, with parallel groups: a step that started before the
+    one before it finished ran alongside it (``execute(a.bind(), b.bind())``)."""
+    shown: list[dict[str, Any]] = []
+    group = -1
+    previous: Step | None = None
+    for step in history:
+        if not _alongside(previous, step):
+            group += 1
+        shown.append(_step(step, group))
+        previous = step
+    return shown
+
+
+def _alongside(previous: Step | None, step: Step) -> bool:
+    return (
+        previous is not None
+        and previous.position == step.position - 1
+        and previous.kind is StepKind.TASK
+        and step.kind is StepKind.TASK
+        and step.started_at is not None
+        and previous.started_at is not None
+        and (previous.finished_at is None or step.started_at < previous.finished_at)
+    )
+
+
+def _step(step: Step, group: int) -> dict[str, Any]:
+    finished = step.status in (StepStatus.COMPLETED, StepStatus.FAILED)
+    child = f"{step.run_id}/{step.position}" if step.kind in _CHILD_KINDS else None
+    shown_input = value(step.input)
+    if step.kind is StepKind.JOIN and isinstance(shown_input, dict):
+        child = shown_input.get("run") if isinstance(shown_input.get("run"), str) else None
+    return {
+        "position": step.position,
+        "kind": step.kind.value,
+        "name": step.name,
+        "status": step.status.value,
+        "attempts": step.attempts,
+        "started_at": iso(step.started_at),
+        "finished_at": iso(step.finished_at),
+        "duration": duration(step.started_at, step.finished_at) if finished else None,
+        "wake_at": iso(step.wake_at),
+        "input": shown_input,
+        "output": value(step.output),
+        "error": error(step.error),
+        "child_id": child,
+        "group": group,
+    }
+
+
+def event(sent: Event) -> dict[str, Any]:
+    return {
+        "id": sent.id,
+        "run_id": sent.run_id,
+        "name": sent.name,
+        "sent_at": iso(sent.sent_at),
+        "sender": sent.sender,
+        "key": sent.key,
+        "consumed_position": sent.consumed_position,
+    }
+
+
+def action(done: Action) -> dict[str, Any]:
+    try:
+        detail = json.loads(done.detail)
+    except ValueError:
+        detail = {"unreadable": done.detail}
+    return {
+        "id": done.id,
+        "run_id": done.run_id,
+        "action": done.action,
+        "actor": done.actor,
+        "at": iso(done.at),
+        "detail": detail,
+    }
