@@ -1,0 +1,173 @@
+"""Requests and responses over a WSGI environ, and the error that becomes problem+json.
+
+Kept apart from routing and security so both can build responses without importing
+each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+#: The largest request body read, in bytes. Bodies are small JSON objects; a bigger
+#: one is a mistake or an attack, not a workflow argument worth a server's memory.
+MAX_BODY = 1 << 20
+
+
+class HTTPError(Exception):
+    """Stops a request with an HTTP error status; the app answers with problem+json.
+
+    Args:
+        status: the HTTP status code.
+        detail: a full sentence saying what is wrong and what to do.
+        headers: extra response headers (``Allow``, ``WWW-Authenticate``).
+    """
+
+    def __init__(self, status: int, detail: str, *, headers: Iterable[tuple[str, str]] = ()):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = list(headers)
+
+
+class Request:
+    """The parts of a WSGI environ the app reads, decoded once."""
+
+    def __init__(self, environ: dict[str, Any]) -> None:
+        self.environ = environ
+        self.method: str = environ.get("REQUEST_METHOD", "GET").upper()
+        #: WSGI hands paths over as latin-1 text of the raw bytes; run ids are UTF-8.
+        self.path = _utf8(environ.get("PATH_INFO", ""))
+        self.script_name = _utf8(environ.get("SCRIPT_NAME", "")).rstrip("/")
+        self.query: dict[str, list[str]] = parse_qs(
+            environ.get("QUERY_STRING", ""), keep_blank_values=True
+        )
+        self.scheme: str = environ.get("wsgi.url_scheme", "http")
+
+    def header(self, name: str) -> str | None:
+        """The value of request header *name* (case-insensitive), or None."""
+        key = name.upper().replace("-", "_")
+        if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            value = self.environ.get(key)
+        else:
+            value = self.environ.get(f"HTTP_{key}")
+        return value if value else None
+
+    def arg(self, name: str) -> str | None:
+        """The last value of query parameter *name*, or None when absent or empty."""
+        values = self.query.get(name)
+        return values[-1] if values and values[-1] != "" else None
+
+    def args(self, name: str) -> list[str]:
+        """Every value of query parameter *name*, comma lists split, blanks dropped."""
+        return [
+            part.strip()
+            for value in self.query.get(name, ())
+            for part in value.split(",")
+            if part.strip()
+        ]
+
+    def json(self) -> dict[str, Any]:
+        """The body parsed as a JSON object (an empty body reads as ``{}``).
+
+        Raises:
+            HTTPError: 413 for a body over `MAX_BODY`, 400 for anything but a JSON object.
+        """
+        try:
+            length = int(self.environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise HTTPError(400, "The Content-Length header is not a number.") from None
+        if length > MAX_BODY:
+            raise HTTPError(413, f"The request body is over {MAX_BODY} bytes; send less.")
+        raw = self.environ["wsgi.input"].read(length) if length > 0 else b""
+        if not raw.strip():
+            return {}
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise HTTPError(400, f"The request body is not valid JSON: {error}.") from None
+        if not isinstance(body, dict):
+            raise HTTPError(400, "The request body must be a JSON object, like {}.")
+        return body
+
+    def url(self, path: str) -> str:
+        """The absolute path of *path* (relative to the app's root) under the mount."""
+        return self.script_name + quote(path, safe="/?&=%:@")
+
+
+@dataclass
+class Response:
+    """A complete response: status, headers and body bytes."""
+
+    status: int = 200
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+    @property
+    def status_line(self) -> str:
+        """``"200 OK"``: the form WSGI's start_response takes."""
+        return f"{self.status} {HTTPStatus(self.status).phrase}"
+
+    @classmethod
+    def json(cls, data: Any, status: int = 200) -> Response:
+        """*data* serialized as compact UTF-8 JSON."""
+        return cls(status, [("Content-Type", "application/json")], dumps(data))
+
+    @classmethod
+    def problem(cls, status: int, detail: str, headers: Iterable[tuple[str, str]] = ()) -> Response:
+        """An RFC 9457 problem document: type, title, status and detail."""
+        body = {
+            "type": "about:blank",
+            "title": HTTPStatus(status).phrase,
+            "status": status,
+            "detail": detail,
+        }
+        return cls(status, [("Content-Type", "application/problem+json"), *headers], dumps(body))
+
+    @classmethod
+    def html(cls, status: int, text: str) -> Response:
+        """A small HTML page."""
+        return cls(status, [("Content-Type", "text/html; charset=utf-8")], text.encode())
+
+    @classmethod
+    def redirect(cls, location: str, status: int = 303) -> Response:
+        """A redirect to *location* (an absolute path)."""
+        return cls(status, [("Location", location)])
+
+    def header(self, name: str) -> str | None:
+        """The value of response header *name*, or None."""
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+
+def dumps(data: Any) -> bytes:
+    """JSON bytes; non-ASCII text stays as UTF-8."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def etag_of(body: bytes) -> str:
+    """A strong entity tag: a hash of the body."""
+    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+
+def not_modified(request: Request, response: Response) -> Response:
+    """Add an ETag to *response*; answer 304 instead if the client already has it."""
+    tag = etag_of(response.body)
+    response.headers.append(("ETag", tag))
+    wanted = request.header("If-None-Match")
+    if wanted is not None:
+        tags = {t.strip().removeprefix("W/") for t in wanted.split(",")}
+        if tag in tags or "*" in tags:
+            return Response(304, [("ETag", tag)])
+    return response
+
+
+def _utf8(text: str) -> str:
+    try:
+        return text.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return text

@@ -1,0 +1,95 @@
+/* durable dashboard: a hash-routed page over the JSON API in api/v1.
+
+   Plain ES modules, no framework and no build step, so the package ships the files as
+   they are. Rules that keep it safe and mountable:
+   - every value from the server reaches the DOM through textContent or setAttribute,
+     never as HTML (run ids, names and payloads are user data);
+   - URLs are relative (api/v1/...), so the app works under any mount prefix;
+   - no inline scripts or styles: the Content-Security-Policy is default-src 'self'.
+
+   This module starts the page: it reads the session, routes #/ and #/runs/<id> to their
+   pages, and polls the current page while the tab is visible and Live is on. */
+
+import { $, clearNotice, formatTime, notice } from "./dom.js";
+import { getJSON, session } from "./http.js";
+import { closePanel, startPanel } from "./panel.js";
+import { runPage } from "./run.js";
+import { runsPage } from "./runs.js";
+
+const REFRESH_MS = 5000;
+
+const poller = { live: true, timer: 0, inflight: null, again: false, page: null };
+
+/* Refresh the current page now (once, however often asked meanwhile), then again
+   every REFRESH_MS while live and visible. */
+function refreshNow() {
+  clearTimeout(poller.timer);
+  if (poller.inflight) {
+    poller.again = true;
+    return poller.inflight;
+  }
+  poller.inflight = (async () => {
+    do {
+      poller.again = false;
+      try {
+        await poller.page.refresh();
+        clearNotice("poll");
+        $("updated").textContent = "updated " + formatTime(new Date().toISOString()).slice(11);
+      } catch (error) {
+        notice(error.message, "poll");
+      }
+    } while (poller.again);
+  })().finally(() => {
+    poller.inflight = null;
+    schedule();
+  });
+  return poller.inflight;
+}
+
+function schedule() {
+  clearTimeout(poller.timer);
+  if (poller.live && !document.hidden) poller.timer = setTimeout(refreshNow, REFRESH_MS);
+}
+
+function setLive(live) {
+  poller.live = live;
+  const button = $("live");
+  button.setAttribute("aria-pressed", String(live));
+  button.textContent = live ? "Live" : "Paused";
+  if (live) refreshNow();
+  else clearTimeout(poller.timer);
+}
+
+function route() {
+  closePanel();
+  const match = /^#\/runs\/(.+)$/.exec(location.hash);
+  let runId = null;
+  if (match) {
+    try {
+      runId = decodeURIComponent(match[1]);
+    } catch (ignored) {
+      notice("This link holds a malformed run id; showing the list of runs.", "error");
+    }
+  }
+  poller.page = runId === null ? runsPage(refreshNow) : runPage(runId, refreshNow);
+  refreshNow();
+}
+
+async function start() {
+  $("live").addEventListener("click", () => setLive(!poller.live));
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) clearTimeout(poller.timer);
+    else if (poller.live) refreshNow();
+  });
+  window.addEventListener("hashchange", route);
+  startPanel();
+  try {
+    Object.assign(session, await getJSON("api/v1/session"));
+    $("read-only").hidden = !session.read_only;
+  } catch (error) {
+    notice(error.message, "error"); // the pages still try, and say what is wrong
+  }
+  route();
+}
+
+start();

@@ -1,0 +1,211 @@
+/* The page of one run (#/runs/<id>): header, actions, the event form, input/output/
+   error, the graph, the timeline, the history, and the actions and events recorded. */
+
+import {
+  $, cells, chip, confirmAction, el, formatDuration, formatTime, notice, pretty,
+  rememberName, runLink, setFacts, storedName, syncRows, timeCell,
+} from "./dom.js";
+import { GraphView } from "./graph.js";
+import { conditionalGet, post, session } from "./http.js";
+import { openPanel, refreshPanel } from "./panel.js";
+import { drawTimeline } from "./timeline.js";
+
+const FINISHED = new Set(["completed", "failed", "cancelled", "dead"]);
+
+/* Mount the page of run *runId* into #view; refreshNow() asks for a refresh at once. */
+export function runPage(runId, refreshNow) {
+  $("view").replaceChildren($("run-page").content.cloneNode(true));
+  const base = "api/v1/runs/" + encodeURIComponent(runId);
+  const get = conditionalGet();
+  // layout: the last Graph; detail: the last RunDetail (+ history, actions, events)
+  const page = { layout: null, detail: null, lastText: "", refresh };
+  page.graph = new GraphView($("graph-box"), (nodeId) => openPanel(page, nodeId));
+  $("run-crumb").textContent = runId;
+  $("run-id").textContent = runId;
+
+  async function act(question, action, done) {
+    const answer = await confirmAction(question, true);
+    if (!answer) return;
+    try {
+      notice(done(await post(`${base}/${action}`, answer)));
+    } catch (error) {
+      notice(error.message, "error");
+    }
+    refreshNow();
+  }
+  $("cancel-run").addEventListener("click", () => act(
+    `Cancel run ${runId}? Work in progress stops at its next durable call.`, "cancel",
+    () => "Cancellation requested."));
+  $("retry-run").addEventListener("click", () => act(
+    `Retry run ${runId}? Completed steps are kept; the failed ones run again.`, "retry",
+    (answer) => `Queued again; reopened positions: ${answer.reopened.join(", ") || "none"}.`));
+  const eventForm = wireEventForm(runId, base, refreshNow);
+
+  async function refresh() {
+    const [detail, layout] = await Promise.all([get(base), get(base + "/graph")]);
+    const text = JSON.stringify(detail.data);
+    if (text !== page.lastText) {
+      page.lastText = text;
+      page.detail = detail.data;
+      renderRun(page.detail, eventForm);
+    }
+    if (layout.changed || !page.layout) {
+      page.layout = layout.data;
+      page.graph.update(layout.data);
+    }
+    refreshPanel(page);
+  }
+  return page;
+}
+
+/* The form that sends an event to a run waiting for one. Returns show(eventName). */
+function wireEventForm(runId, base, refreshNow) {
+  const data = $("event-data");
+  const sender = $("event-sender");
+  let filledFor = null; // the event the name field was last filled in for
+  sender.value = storedName();
+  const fill = (value) => {
+    data.value = JSON.stringify(value);
+    showError("");
+  };
+  $("event-approve").addEventListener("click", () => fill({ approved: true }));
+  $("event-reject").addEventListener("click", () => fill({ approved: false }));
+  data.addEventListener("input", () => showError(""));
+  $("event-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const name = $("event-name").value.trim();
+    if (!name) {
+      showError("Name the event to send (the one the run waits for).");
+      return;
+    }
+    let payload = null;
+    try {
+      payload = data.value.trim() === "" ? null : JSON.parse(data.value);
+    } catch (error) {
+      showError(`The payload is not valid JSON (${error.message}). Fix it, or send {}.`);
+      return;
+    }
+    const who = sender.value.trim();
+    rememberName(who);
+    if (!(await confirmAction(`Send the event "${name}" to run ${runId}?`, false))) return;
+    try {
+      await post(`${base}/events`, { name, data: payload, sender: who || undefined,
+        actor: who || undefined });
+      notice(`Event "${name}" sent.`);
+    } catch (error) {
+      showError(error.message);
+    }
+    refreshNow();
+  });
+  return (waitingFor) => {
+    $("event-form").hidden = session.read_only || waitingFor === null;
+    // prefill once per awaited event, so a poll does not undo what the user typed
+    if (waitingFor !== null && waitingFor !== filledFor) $("event-name").value = waitingFor;
+    filledFor = waitingFor;
+  };
+}
+
+function showError(text) {
+  const box = $("event-error");
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+function renderRun(run, showEventForm) {
+  chip($("run-status"), run.status);
+  setFacts($("run-facts"), [
+    ["Workflow", run.workflow],
+    ["Queue", `${run.queue} (priority ${run.priority})`],
+    ["Created", formatTime(run.created_at)],
+    ["Started", formatTime(run.started_at)],
+    ["Finished", run.finished_at && formatTime(run.finished_at)],
+    ["Duration", formatDuration(run.duration)],
+    ["Recoveries", run.recoveries || null],
+    ["Cancel", run.cancel_requested && !FINISHED.has(run.status) ? "requested" : null],
+    ["Parent", run.parent_id && runLink(run.parent_id)],
+  ]);
+  renderWaiting(run);
+  renderChildren(run.children || []);
+  $("run-input").textContent = pretty(run.input);
+  $("run-output-box").hidden = run.status !== "completed";
+  $("run-output").textContent = pretty(run.output);
+  $("run-error-box").hidden = !run.error;
+  if (run.error) {
+    $("run-error").textContent = `${run.error.type}: ${run.error.message}`;
+    $("run-traceback").textContent = run.error.traceback || "(no traceback recorded)";
+  }
+  $("cancel-run").hidden = session.read_only || FINISHED.has(run.status);
+  $("retry-run").hidden = session.read_only || !["failed", "dead"].includes(run.status);
+  showEventForm(run.waiting && run.waiting.kind === "event" ? run.waiting.event : null);
+  drawTimeline($("timeline-box"), run);
+  syncRows($("history-body"), run.history || [], (step) => step.position, fillStep);
+  listRows("actions", run.actions || [], (action) => action.id, fillAction);
+  listRows("events", run.events || [], (sent) => sent.id, fillEvent);
+}
+
+function renderWaiting(run) {
+  const box = $("run-waiting");
+  const waiting = run.waiting;
+  box.hidden = !waiting || run.status !== "waiting";
+  if (box.hidden) return;
+  const until = waiting.until ? ` (until ${formatTime(waiting.until)})` : "";
+  box.replaceChildren();
+  if (waiting.kind === "event") {
+    box.textContent = `Waiting for the event "${waiting.event}"${until}.`;
+  } else if (waiting.kind === "run" && waiting.run) {
+    box.append("Waiting for run ", runLink(waiting.run), ` to finish${until}.`);
+  } else {
+    box.textContent = `Sleeping until ${formatTime(waiting.until)}.`;
+  }
+}
+
+function renderChildren(children) {
+  const box = $("run-family");
+  box.hidden = children.length === 0;
+  const parts = [el("span", children.length === 1 ? "Child run: " : "Child runs: ")];
+  children.forEach((id, index) => {
+    if (index) parts.push(", ");
+    parts.push(runLink(id));
+  });
+  box.replaceChildren(...parts);
+}
+
+/* syncRows for a table that gives way to a "none yet" line when it is empty. */
+function listRows(name, items, keyOf, fill) {
+  const body = $(`${name}-body`);
+  syncRows(body, items, keyOf, fill);
+  body.closest("table").hidden = items.length === 0;
+  $(`${name}-empty`).hidden = items.length > 0;
+}
+
+function fillStep(row, step) {
+  const [position, kind, name, status, attempts, started, duration] = cells(row, 7);
+  position.textContent = step.position;
+  kind.textContent = step.kind;
+  if (step.child_id) name.replaceChildren(step.name + " → ", runLink(step.child_id));
+  else name.textContent = step.name;
+  if (!status.firstChild) status.append(el("span"));
+  chip(status.firstChild, step.status);
+  attempts.textContent = step.attempts;
+  timeCell(started, step.started_at);
+  duration.textContent = formatDuration(step.duration);
+}
+
+function fillAction(row, action) {
+  const [at, what, who, detail] = cells(row, 4);
+  timeCell(at, action.at);
+  what.textContent = action.action;
+  who.textContent = action.actor || "—";
+  const hasDetail = Object.keys(action.detail || {}).length > 0;
+  detail.textContent = hasDetail ? JSON.stringify(action.detail) : "";
+  detail.setAttribute("class", "mono");
+}
+
+function fillEvent(row, sent) {
+  const [at, name, sender, taken] = cells(row, 4);
+  timeCell(at, sent.sent_at);
+  name.textContent = sent.name;
+  sender.textContent = sent.sender || "—";
+  const position = sent.consumed_position ?? null;
+  taken.textContent = position === null ? "not yet" : `#${position}`;
+}

@@ -1,0 +1,70 @@
+/* The runs list (#/): filters, a table of runs newest first, and paging by cursor. */
+
+import { $, cells, chip, el, formatDuration, runLink, syncRows, timeCell } from "./dom.js";
+import { conditionalGet } from "./http.js";
+
+const PAGE_SIZE = "50";
+
+/* Kept while the tab lives, so coming back from a run finds the same filters. */
+const filters = { status: "", workflow: "", search: "", since: "" };
+
+/* Mount the page into #view; refreshNow() asks the poller for an immediate refresh. */
+export function runsPage(refreshNow) {
+  $("view").replaceChildren($("runs-page").content.cloneNode(true));
+  const form = $("filters");
+  const get = conditionalGet();
+  let cursors = [null]; // the cursor of each page seen since the first; last: this page
+  let nextCursor = null;
+  let drawn = false;
+  for (const [name, value] of Object.entries(filters)) form.elements[name].value = value;
+
+  let debounce = 0;
+  const changed = () => {
+    clearTimeout(debounce);
+    debounce = setTimeout(() => {
+      for (const name of Object.keys(filters)) filters[name] = form.elements[name].value.trim();
+      cursors = [null];
+      refreshNow();
+    }, 250);
+  };
+  form.addEventListener("input", changed);
+  form.addEventListener("change", changed);
+  form.addEventListener("submit", (event) => event.preventDefault());
+  $("next-page").addEventListener("click", () => {
+    cursors.push(nextCursor);
+    refreshNow();
+  });
+  $("first-page").addEventListener("click", () => {
+    cursors = [null];
+    refreshNow();
+  });
+
+  async function refresh() {
+    const query = new URLSearchParams({ limit: PAGE_SIZE });
+    for (const [name, value] of Object.entries(filters)) if (value) query.set(name, value);
+    const cursor = cursors[cursors.length - 1];
+    if (cursor) query.set("cursor", cursor);
+    const { data, changed: fresh } = await get("api/v1/runs?" + query.toString());
+    if (!fresh && drawn) return;
+    drawn = true;
+    syncRows($("runs-body"), data.items, (run) => run.id, fillRow);
+    $("runs-empty").hidden = data.items.length > 0;
+    nextCursor = data.next_cursor;
+    $("next-page").disabled = !nextCursor;
+    $("first-page").disabled = cursors.length === 1;
+  }
+  return { refresh };
+}
+
+function fillRow(row, run) {
+  const [status, id, workflow, created, duration] = cells(row, 5);
+  if (!status.firstChild) {
+    status.append(el("span"));
+    id.append(runLink(run.id));
+  }
+  row.setAttribute("data-status", run.status);
+  chip(status.firstChild, run.status);
+  workflow.textContent = run.workflow;
+  timeCell(created, run.created_at);
+  duration.textContent = formatDuration(run.duration);
+}
