@@ -1,4 +1,7 @@
-"""The `durable` command line (also `python -m durable`)."""
+"""The `durable` command line (also `python -m durable`): the parser, `main`, and the
+`worker` command. The other commands live beside it: `_cli_runs` (ls, show, history,
+stats), `_cli_actions` (start, cancel, retry, send), `_cli_check`, `_cli_purge` and
+`_cli_ui`; `_cli_output` prints for all of them."""
 
 from __future__ import annotations
 
@@ -14,10 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from . import _cli_purge
+from . import _cli_actions, _cli_check, _cli_purge, _cli_runs, _cli_ui
+from ._cli_output import CommandError
 from ._config import configure
 from ._worker import Worker
 from .errors import DurableError
+from .ops import OpsError
 
 log = logging.getLogger("durable.cli")
 
@@ -33,12 +38,28 @@ after --grace seconds) for another worker to continue. A second signal exits at 
 nothing is lost either way, the runs are taken over when their lease expires.
 """
 
+EXIT_CODES = """\
+exit codes:
+  0  done
+  1  an error: the database cannot be used, a bulk action failed on some runs, durable
+     check found runs that would diverge
+  2  bad usage or input: unknown options, bad JSON, a module that does not import
+  3  not found: no such run, or no such workflow registered
+  4  conflict: the run's state does not allow it (cancel a finished run, retry one
+     that did not fail, send to a finished run), or start --id names another call
+
+`durable COMMAND --help` describes each command, with examples.
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(
         prog="durable",
-        description="Durable workflows: run workers against a database, purge old runs.",
+        description="Durable workflows: run workers against a database; list, inspect, "
+        "start, cancel and retry runs; check code against live runs; purge old ones.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     worker = commands.add_parser(
@@ -83,15 +104,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: INFO",
     )
     worker.set_defaults(handler=run_worker)
+    _cli_runs.add_commands(commands)
+    _cli_actions.add_commands(commands)
+    _cli_check.add_command(commands)
     _cli_purge.add_command(commands)
+    _cli_ui.add_command(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the process exit code."""
-    args = build_parser().parse_args(argv)
+    """Run the command line; return the process exit code.
+
+    Exit codes: 0 ok; 1 a general or storage error; 2 bad usage or input; 3 not found;
+    4 conflict (the run's state does not allow the action). Errors go to stderr as
+    ``durable: <message>``.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, or a usage error argparse has printed
+        return stop.code if isinstance(stop.code, int) else 2
     try:
         code: int = args.handler(args)
+    except (OpsError, CommandError) as error:
+        print(f"durable: {error}", file=sys.stderr)
+        return error.exit_code
     except DurableError as error:
         print(f"durable: {error}", file=sys.stderr)
         return 1
