@@ -1,0 +1,108 @@
+"""Workflows whose genuine runs fill the dashboard in the browser tests.
+
+- `fulfil`: a task, two tasks in parallel, then a child workflow; completes.
+- `checkout`: a task, then a charge that fails on both of its attempts unless the
+  order is in ACCEPTED.
+- `approve`: a task, then a wait for the event "approval"; returns the answer.
+- `ship`: a task, a task that blocks until its gate opens, then a task. Left blocked,
+  its run stays "running" for as long as the test needs.
+- `echo`: returns its argument (the XSS check puts markup in it).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import durable
+from durable import task, workflow
+
+#: price and stock meet here, so they provably overlap (the history shows them in
+#: parallel only if one started before the other finished).
+PAIR = threading.Barrier(2, timeout=10)
+#: ship(order) blocks in `hold` until GATES[order] is set; ENTERED[order] says it got there.
+GATES: dict[str, threading.Event] = {}
+ENTERED: dict[str, threading.Event] = {}
+
+
+@task
+def fetch(order: str) -> dict[str, Any]:
+    return {"order": order, "items": 2}
+
+
+@task
+def price(order: str) -> int:
+    PAIR.wait()
+    return 1250
+
+
+@task
+def stock(order: str) -> bool:
+    PAIR.wait()
+    return True
+
+
+@task
+def label(order: str) -> str:
+    return f"label-{order}"
+
+
+@workflow
+def pack(order: str) -> str:
+    return label(order)
+
+
+@workflow
+def fulfil(order: str) -> dict[str, Any]:
+    info = fetch(order)
+    cents, available = durable.execute(price.bind(order), stock.bind(order))
+    return {"info": info, "cents": cents, "available": available, "label": pack(order)}
+
+
+#: orders whose card `charge` accepts; every other one is declined.
+ACCEPTED: set[str] = set()
+
+
+@task(retry=dict(attempts=2, initial=0.0))
+def charge(order: str, cents: int) -> str:
+    if order not in ACCEPTED:
+        raise ValueError(f"card declined for {order}")
+    return f"charged {order}"
+
+
+@workflow
+def checkout(order: str) -> str:
+    fetch(order)
+    return charge(order, 1250)
+
+
+@workflow
+def approve(order: str) -> Any:
+    fetch(order)
+    return durable.wait("approval", timeout=timedelta(days=1))
+
+
+@task
+def hold(order: str) -> str:
+    ENTERED[order].set()
+    if not GATES[order].wait(timeout=60):
+        raise TimeoutError(f"the gate of {order} was never opened")
+    return "released"
+
+
+@task
+def notify(order: str) -> str:
+    return f"notified {order}"
+
+
+@workflow
+def ship(order: str) -> str:
+    fetch(order)
+    hold(order)
+    return notify(order)
+
+
+@workflow
+def echo(value: str) -> str:
+    return value

@@ -1,0 +1,275 @@
+"""The dashboard in a real headless Chromium, over genuine runs (see conftest.py).
+
+Colours and shapes are checked through data-state/data-kind attributes and the computed
+fill of each box, never through pixels.
+"""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import quote
+
+import pytest
+
+import durable
+from tests.browser import dashboard_app as wf
+from tests.browser.conftest import ROOT, Dashboard, Page, eventually
+
+pytestmark = pytest.mark.browser
+
+#: the fills app.css gives each state (the contract's colours).
+FILLS = {
+    "not-reached": "rgb(255, 255, 255)",
+    "ready": "rgb(253, 230, 138)",
+    "running": "rgb(147, 197, 253)",
+    "finished": "rgb(134, 239, 172)",
+    "failed": "rgb(252, 165, 165)",
+    "cancelled": "rgb(209, 213, 219)",
+}
+
+
+def assert_box(page: Page, node_id: str, state: str, kind: str | None = None) -> None:
+    """The box *node_id* is in *state*, painted in that state's colour."""
+    node = page.nodes()[node_id]
+    assert node["state"] == state, (node_id, node)
+    assert node["fill"] == FILLS[state], (node_id, node)
+    if kind is not None:
+        assert node["kind"] == kind, (node_id, node)
+
+
+def test_runs_list_shows_every_run_with_its_status(page: Page, dashboard: Dashboard) -> None:
+    """The home page lists the runs with status chips and links; filters narrow it."""
+    page.open("#/")
+    expected = {run_id: state for state, run_id in dashboard.ids.items()}
+    page.wait_js(
+        f"{len(expected)} <= document.querySelectorAll('#runs-body tr').length", "the runs"
+    )
+    rows = page.js(
+        "return Array.from(document.querySelectorAll('#runs-body tr')).map(tr => ["
+        "tr.dataset.key, tr.querySelector('.chip').textContent, tr.querySelector('a').href])"
+    )
+    shown = {key: (status, href) for key, status, href in rows}
+    for run_id, status in expected.items():
+        assert shown[run_id][0] == status
+        assert shown[run_id][1].endswith("#/runs/" + quote(run_id, safe=""))
+
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.find("#filters select[name=status]")).select_by_visible_text("failed")
+    page.wait_js(
+        "Array.from(document.querySelectorAll('#runs-body tr'))"
+        ".every(tr => tr.dataset.status === 'failed')",
+        "the status filter",
+    )
+    assert page.text("#runs-body").count("order-failed") == 1
+    Select(page.find("#filters select[name=status]")).select_by_visible_text("any")
+
+
+def test_completed_run_draws_parallel_steps_and_a_child(page: Page, dashboard: Dashboard) -> None:
+    """A finished run: green boxes, the parallel pair side by side, a child box and link."""
+    page.open_run("order-ok")
+    nodes = page.nodes()
+    assert [nodes[f"p{i}"]["kind"] for i in range(4)] == ["task", "task", "task", "workflow"]
+    assert {node["state"] for node in nodes.values()} == {"finished"}
+    assert_box(page, "p0", "finished")
+    assert nodes["p1"]["y"] == nodes["p2"]["y"] > nodes["p0"]["y"]
+    assert nodes["p3"]["shape"] == "child" and nodes["p3"]["y"] > nodes["p1"]["y"]
+    assert page.text("#run-status") == "completed"
+    assert '"cents": 1250' in page.text("#run-output")
+    assert page.finds("#run-family a")[0].text.startswith("order-ok")
+    assert len(page.finds("#timeline-box rect.bar")) == 4
+    assert len(page.finds("#history-body tr")) == 4
+    assert page.find("#cancel-run").is_displayed() is False
+    assert page.find("#retry-run").is_displayed() is False
+    assert page.find("#event-form").is_displayed() is False
+
+    page.find("#run-family a").click()
+    page.wait_js("document.querySelector('#run-id').textContent === 'order-ok/3'", "the child")
+    page.wait_js("document.querySelector('g.node[data-id=\"end\"]') !== null", "its graph")
+    assert page.text("#run-status") == "completed"
+    assert page.facts("#run-facts")["Parent"] == "order-ok"
+    assert_box(page, "p0", "finished", kind="task")
+
+
+def test_failed_run_is_red_and_offers_retry(page: Page) -> None:
+    """The failed step and the end are red; the error and its traceback are shown."""
+    page.open_run("order-failed")
+    assert_box(page, "p0", "finished")
+    assert_box(page, "p1", "failed", kind="task")
+    assert page.nodes()["end"]["state"] == "failed"
+    assert "ValueError: card declined for o-2" in page.text("#run-error")
+    assert "Traceback" in page.js("return document.querySelector('#run-traceback').textContent")
+    assert page.find("#retry-run").is_displayed()
+    assert not page.find("#cancel-run").is_displayed()
+
+
+def test_clicking_a_box_opens_its_details(page: Page) -> None:
+    """The side panel shows the step's input, output or error, attempts and task stats."""
+    page.open_run("order-failed")
+    page.node(1).click()
+    page.wait_js("!document.querySelector('#panel').hidden", "the panel")
+    assert page.text("#panel-title") == "tests.browser.dashboard_app.charge"
+    assert "o-2" in page.text("#panel-input")
+    assert "card declined for o-2" in page.text("#panel-error")
+    assert "ValueError" in page.text("#panel-traceback")
+    facts = page.facts("#panel-facts")
+    assert (facts["Attempts"], facts["Status"], facts["Kind"]) == ("2", "failed", "task")
+    page.wait_js("document.querySelector('#panel-stats').textContent.includes('Runs')", "stats")
+    assert page.facts("#panel-stats")["Success"] == "0.0 %"
+
+    page.node(0).click()
+    page.wait_js("document.querySelector('#panel').dataset.position === '0'", "another box")
+    assert '"items": 2' in page.text("#panel-output")
+    assert not page.find("#panel-error-box").is_displayed()
+    page.wait_js("document.querySelector('#panel-stats').textContent.includes('100.0 %')", "stats")
+    page.find("#panel-close").click()
+    assert not page.find("#panel").is_displayed()
+
+
+def test_waiting_run_is_yellow_with_an_event_form(page: Page) -> None:
+    """A run waiting for an event: the event box is ready, the form names the event."""
+    page.open_run("order-approval")
+    assert_box(page, "p0", "finished")
+    assert_box(page, "p1", "ready", kind="event")
+    assert page.nodes()["p1"]["shape"] == "event"
+    assert 'Waiting for the event "approval"' in page.text("#run-waiting")
+    assert page.find("#event-form").is_displayed()
+    assert page.find("#event-name").get_attribute("value") == "approval"
+    assert page.find("#cancel-run").is_displayed()
+
+
+def test_running_run_is_blue_with_expected_steps_dashed(page: Page) -> None:
+    """A run busy in a task: one blue "running…" box, then the expected boxes in white."""
+    page.open_run("order-running")
+    assert_box(page, "p0", "finished")
+    assert_box(page, "p1", "running")
+    assert_box(page, "p2", "not-reached", kind="task")
+    assert page.text('g.node[data-id="p1"] .label') == "running…"
+    assert page.find("#cancel-run").is_displayed()
+    assert not page.find("#retry-run").is_displayed()
+
+
+def test_event_form_resumes_the_waiting_run(page: Page, dashboard: Dashboard) -> None:
+    """Bad JSON is refused in the page; Approve + Send resumes the run, naming the sender."""
+    run_id = dashboard.waiting_run("order-approval-form")
+    page.open_run(run_id)
+    page.find("#event-data").clear()
+    page.find("#event-data").send_keys("{approved: yes")
+    page.find("#event-send").click()
+    page.wait_js("!document.querySelector('#event-error').hidden", "the JSON error")
+    assert "not valid JSON" in page.text("#event-error")
+    assert not page.js("return document.querySelector('#confirm').open")
+
+    page.find("#event-approve").click()
+    assert page.find("#event-data").get_attribute("value") == '{"approved":true}'
+    assert not page.find("#event-error").is_displayed()
+    page.find("#event-sender").clear()
+    page.find("#event-sender").send_keys("alice")
+    page.find("#event-send").click()
+    page.confirm()
+
+    dashboard.wait_status(run_id, "completed")
+    assert durable.get(run_id).result(timeout=5) == {"approved": True}
+    page.wait_js(
+        "Array.from(document.querySelectorAll('#actions-body tr'))"
+        ".some(tr => tr.cells[1].textContent === 'send' && tr.cells[2].textContent === 'alice')",
+        "the send action by alice",
+    )
+    page.wait_js("document.querySelector('#run-status').textContent === 'completed'", "refresh")
+    assert_box(page, "p1", "finished", kind="event")
+    assert "alice" in page.text("#events-body")
+
+
+def test_cancel_button_cancels_the_running_run(page: Page, dashboard: Dashboard) -> None:
+    """Cancel asks first, records who asked, and the run ends cancelled (grey)."""
+    run_id = dashboard.running_run("order-running-cancel")
+    page.open_run(run_id)
+    page.find("#cancel-run").click()
+    page.wait_js("document.querySelector('#confirm').open", "the confirmation dialog")
+    page.find("#confirm-actor").clear()
+    page.find("#confirm-actor").send_keys("bob")
+    page.confirm()
+    eventually(lambda: dashboard.engine.reread(run_id).cancel_requested, "the cancel request")
+    page.wait_js(
+        "Array.from(document.querySelectorAll('#actions-body tr'))"
+        ".some(tr => tr.cells[1].textContent === 'cancel' && tr.cells[2].textContent === 'bob')",
+        "the cancel action by bob",
+    )
+    dashboard.release(run_id)  # the task returns; the run stops at its next durable call
+    dashboard.wait_status(run_id, "cancelled")
+    page.wait_js("document.querySelector('#run-status').textContent === 'cancelled'", "refresh")
+    cancelled = [key for key, node in page.nodes().items() if node["state"] == "cancelled"]
+    assert "end" in cancelled and len(cancelled) == 2
+    assert_box(page, next(key for key in cancelled if key != "end"), "cancelled")
+    assert not page.find("#cancel-run").is_displayed()
+
+
+def test_retry_button_runs_the_failed_step_again(page: Page, dashboard: Dashboard) -> None:
+    """Retry asks first; the failed charge runs again and, accepted now, completes."""
+    run_id = "order-retry"
+    with pytest.raises(ValueError, match="card declined"):
+        durable.execute(wf.checkout, "o-retry", id=run_id)
+    page.open_run(run_id)
+    assert_box(page, "p1", "failed")
+    wf.ACCEPTED.add("o-retry")
+    page.find("#retry-run").click()
+    page.confirm()
+    dashboard.wait_status(run_id, "completed")
+    page.wait_js("document.querySelector('#run-status').textContent === 'completed'", "refresh")
+    assert_box(page, "p1", "finished")
+    assert "reopened positions: 1" in page.text("#notice")
+    actions = page.finds("#actions-body td:nth-child(2)")
+    assert [cell.text for cell in actions] == ["retry"]
+
+
+def test_markup_in_ids_and_payloads_renders_as_text(page: Page, dashboard: Dashboard) -> None:
+    """A run id and an input holding <img onerror> show as text; no element is made."""
+    markup = "<img src=x onerror=alert(1)>"
+    run_id = f"xss-{markup}"
+    durable.execute(wf.echo, markup, id=run_id)
+    page.open("#/")
+    page.find("#filters input[name=search]").send_keys("xss-")
+    page.wait_js("document.querySelectorAll('#runs-body tr').length === 1", "the search")
+    assert page.text("#runs-body a") == run_id
+    page.find("#runs-body a").click()
+    page.wait_js(f"document.querySelector('#run-id').textContent === {run_id!r}", "the run")
+    page.wait_js("document.querySelector('#run-input').textContent.includes('onerror')", "input")
+    assert markup in page.text("#run-output")
+    assert page.js("return document.querySelectorAll('img').length") == 0
+    from selenium.common.exceptions import NoAlertPresentException
+
+    with pytest.raises(NoAlertPresentException):
+        _ = page.driver.switch_to.alert.text
+
+
+def test_read_only_dashboard_hides_every_action(page: Page, dashboard: Dashboard) -> None:
+    """With read_only the page says so and offers no cancel, retry or event form."""
+    from durable.web import make_app, serve
+
+    app = make_app(dashboard.engine, read_only=True)
+    server = serve(app, host="127.0.0.1", port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        viewer = Page(page.driver, Dashboard(f"http://127.0.0.1:{server.server_port}",
+                                             app.token, dashboard.engine))  # fmt: skip
+        viewer.login()
+        viewer.open_run("order-approval")
+        assert viewer.find("#read-only").is_displayed()
+        assert not viewer.find("#event-form").is_displayed()
+        assert not viewer.find("#cancel-run").is_displayed()
+        viewer.open_run("order-failed")
+        assert not viewer.find("#retry-run").is_displayed()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_screenshot_of_a_run_page(page: Page) -> None:
+    """A picture of a run page for people to look at (artifacts/dashboard-run.png)."""
+    page.open_run("order-approval")
+    page.wait_js("document.querySelectorAll('#timeline-box rect.bar').length === 2", "timeline")
+    target = ROOT / "artifacts" / "dashboard-run.png"
+    page.screenshot(target)
+    assert target.read_bytes().startswith(b"\x89PNG")
