@@ -99,3 +99,10 @@ def test_soak_benchmark_quick() -> None:
 def test_every_benchmark_has_a_smoke_test(name: str) -> None:
     """Each benchmark script is exercised above."""
     assert f"test_{name.removesuffix('.py')}_benchmark_quick" in globals()
+
+
+def test_operate_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/operate.py --quick times every operator read on a small database."""
+    for line in run_quick("operate.py", "sqlite", tmp_path):
+        assert line["runs"] == 500
+        assert line["list_first_page"]["median"] > 0 and line["stats_7d"]["max"] > 0
