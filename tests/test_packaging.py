@@ -83,6 +83,7 @@ SQL_FILES = (
     "backends/sql.py",
     "backends/_queries.py",
     "backends/_wait_queries.py",
+    "backends/_inspect_queries.py",
     "backends/_schema.py",
 )
 
