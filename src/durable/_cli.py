@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from . import _cli_actions, _cli_check, _cli_purge, _cli_runs, _cli_ui
+from ._cli_common import add_db_option
 from ._cli_output import CommandError
 from ._config import configure
 from ._worker import Worker
@@ -73,11 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "modules", nargs="+", metavar="MODULE", help="dotted module name or .py file"
     )
-    worker.add_argument(
-        "--db",
-        default=os.environ.get("DURABLE_DATABASE_URL"),
-        help="database URL (default: $DURABLE_DATABASE_URL, else sqlite:///durable.db)",
-    )
+    add_db_option(worker)
     worker.add_argument(
         "--queue",
         action="append",

@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _registry
+from ._cli_common import add_db_option
 from ._cli_output import BulkReport, InputError, add_output_option, note, print_object, runs
-from ._cli_runs import add_db_option, add_filters, filters, operations
+from ._cli_runs import add_filters, filters, operations
 from .ops import Operations, OpsError
 
 START_EXAMPLES = """\

@@ -12,8 +12,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ._cli_common import add_db_option, positive
 from ._cli_output import Column, add_output_option, field, note, print_items
-from ._cli_runs import add_db_option, operations, positive
+from ._cli_runs import operations
 
 EXAMPLES = """\
 examples:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from ._cli_common import add_db_option, positive
 from ._engine import DEFAULT_URL, Engine
 from ._purge import count_before, purge_before, purge_cutoff
 
@@ -62,15 +62,10 @@ def add_command(commands: Any) -> None:
         metavar="AGE",
         help="how long ago a run must have finished: 30s, 15m, 12h, 7d, 2w",
     )
-    purge.add_argument(
-        "--db",
-        default=os.environ.get("DURABLE_DATABASE_URL"),
-        metavar="URL",
-        help=f"database URL (default: $DURABLE_DATABASE_URL, else {DEFAULT_URL})",
-    )
+    add_db_option(purge)
     purge.add_argument(
         "--batch",
-        type=_positive,
+        type=positive,
         default=1000,
         metavar="N",
         help="runs deleted per transaction (default: 1000)",
@@ -79,16 +74,6 @@ def add_command(commands: Any) -> None:
         "--yes", "-y", action="store_true", help="do not ask for confirmation on a terminal"
     )
     purge.set_defaults(handler=run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number.")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ._cli_common import add_db_option, positive
 from ._cli_output import (
     Column,
     CommandError,
@@ -129,16 +129,6 @@ examples:
 """
 
 
-def add_db_option(parser: argparse.ArgumentParser) -> None:
-    """``--db URL``, defaulting to ``$DURABLE_DATABASE_URL`` like `durable worker`."""
-    parser.add_argument(
-        "--db",
-        default=os.environ.get("DURABLE_DATABASE_URL"),
-        metavar="URL",
-        help=f"database URL (default: $DURABLE_DATABASE_URL, else {DEFAULT_URL})",
-    )
-
-
 def add_filters(parser: argparse.ArgumentParser) -> None:
     """The run filters of `durable ls`, also used by the bulk cancel and retry."""
     parser.add_argument("--workflow", metavar="NAME", help="runs of this workflow")
@@ -206,17 +196,6 @@ def _statuses(text: str) -> list[str]:
             f"{text!r} is not a run status: use {', '.join(STATUSES)}."
         )
     return chosen
-
-
-def positive(text: str) -> int:
-    """A whole number of at least 1 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number.")
-    return value
 
 
 @contextmanager

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from ._cli_common import add_db_option
 from ._engine import DEFAULT_URL
 
 log = logging.getLogger("durable.cli")
@@ -49,12 +50,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="MODULE",
         help="dotted module name or .py file whose workflows may be started from the API",
     )
-    ui.add_argument(
-        "--db",
-        default=os.environ.get("DURABLE_DATABASE_URL"),
-        metavar="URL",
-        help=f"database URL (default: $DURABLE_DATABASE_URL, else {DEFAULT_URL})",
-    )
+    add_db_option(ui)
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     ui.add_argument(
         "--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)"
