@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -82,14 +83,13 @@ class Operations:
             search=search,
         )
         if cursor:
-            query = RunQuery(**{**_fields(query), "after": _decode_cursor(cursor)})
-        found = self.backend.list_runs(query, limit=limit)
-        more = len(found) == limit and self.backend.list_runs(
-            RunQuery(**{**_fields(query), "after": (found[-1].created_at, found[-1].id)}), limit=1
-        )
+            query = dataclasses.replace(query, after=_decode_cursor(cursor))
+        # One run more than the page: whether there is a next page, in the same read.
+        found = self.backend.list_runs(query, limit=limit + 1)
+        page = found[:limit]
         return {
-            "items": [_views.run_summary(run) for run in found],
-            "next_cursor": _encode_cursor(found[-1]) if more else None,
+            "items": [_views.run_summary(run) for run in page],
+            "next_cursor": _encode_cursor(page[-1]) if len(found) > limit else None,
         }
 
     def count_runs(
@@ -302,10 +302,6 @@ class Operations:
             parent_id=parent or None,
             id_contains=search or None,
         )
-
-
-def _fields(query: RunQuery) -> dict[str, Any]:
-    return {name: getattr(query, name) for name in RunQuery.__dataclass_fields__}
 
 
 def _no_run(run_id: str) -> str:
