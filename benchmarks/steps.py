@@ -7,14 +7,21 @@ Every measurement uses a fresh SQLite file (on a real disk) or PostgreSQL schema
    size), 200 workflows of 10 no-op task steps, one after another: wall time / 2000.
    Then 200 workflows of 0 steps: us_fixed_per_workflow; us_per_step_marginal is
    (10-step workflow - 0-step workflow) / 10. Three fresh databases: median, all values.
+   us_per_step_200x10_concurrent: the same 200 workflows run by 8 threads at once
+   (their steps still one after another within each workflow): wall time / 2000, where
+   group commit lets concurrent steps share a commit. Reported, not judged.
 2. us_per_step_by_length: one workflow of 100, 1,000, 10,000 steps: wall time / steps;
    for the longest, the cost per step of its first and last 10% (task-body timestamps).
    Three fresh databases per length: medians (and the median last/first ratio).
 3. ms_resume_1000_steps: long(1000) records 1,000 steps, then step 1000 crashes (a child
    process calls os._exit(137); memory: KeyboardInterrupt in-process). Timed here,
    execute(long, 1000, id=...) claims the run, loads its history in one query, replays
-   1,000 steps without running them (checked), runs step 1000 and finishes.
-   ms_load_history_1000: backend.load_history() alone, afterwards. Median of three.
+   1,000 steps without running them (checked), runs step 1000 and finishes. The
+   resuming engine has executed workflows before (the warm-up, as in 1 and 2), as a
+   worker or a running app has. ms_resume_1000_steps_cold: the same, by an engine that
+   has done nothing yet but open the database, so that its first statements are
+   parsed and planned on the server inside the measurement. ms_load_history_1000:
+   backend.load_history() alone, afterwards. Medians of three.
 4. raw_floor_us: one autocommitted small-row INSERT per iteration, 2,000 times after
    1,500 warm-up inserts: sqlite3 (WAL, synchronous=FULL) on the same disk, or
    psycopg 3 over TCP to the same server. null for memory. us_marginal_over_raw_floor
@@ -40,6 +47,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +75,7 @@ class Plan:
 
 
 QUICK = Plan(warmup=5, workflows=20, lengths=(100, 1_000), resume_steps=200)
+THREADS = 8  # us_per_step_200x10_concurrent
 CRASH_ENV, SRC = "DURABLE_BENCH_CRASH", Path(durable.__file__).parent  # the code measured
 _stamps: list[float] = []  # perf_counter() at every `step` body
 _crash_at = int(os.environ.get(CRASH_ENV, "-1"))  # set in the crashing child process
@@ -112,6 +121,14 @@ def run_batch(count: int, length: int) -> float:
     return time.perf_counter() - start
 
 
+def run_concurrently(count: int, length: int) -> float:
+    """Execute *count* `steps(length)` workflows on THREADS threads; return seconds."""
+    with ThreadPoolExecutor(THREADS) as pool:
+        start = time.perf_counter()
+        list(pool.map(lambda _: execute(steps, length), range(count)))
+        return time.perf_counter() - start
+
+
 def summary(name: str, values: list[float]) -> dict[str, Any]:
     """The median of *values* under *name*, and all of them under *name*_values."""
     rounded = [round(v, 2) for v in values]
@@ -154,21 +171,27 @@ class Bench:
                 self.admin(f'DROP SCHEMA "{name}" CASCADE')
 
     def throughput(self) -> dict[str, Any]:
-        plan, per_step, marginal, fixed = self.plan, [], [], []
+        plan, per_step, marginal, fixed, concurrent = self.plan, [], [], [], []
         for rep in range(plan.reps):
             with self.fresh() as url, contextlib.closing(durable.configure(url)):
                 run_batch(plan.warmup, 10)
                 ten = run_batch(plan.workflows, 10) / plan.workflows
                 zero = run_batch(plan.workflows, 0) / plan.workflows
+                together = run_concurrently(plan.workflows, 10) / plan.workflows
             per_step.append(ten / 10 * 1e6)
             marginal.append((ten - zero) / 10 * 1e6)
             fixed.append(zero * 1e6)
-            log(f"  rep {rep + 1}: {per_step[-1]:.1f} us/step, {fixed[-1]:.1f} us/workflow")
+            concurrent.append(together / 10 * 1e6)
+            log(
+                f"  rep {rep + 1}: {per_step[-1]:.1f} us/step, {fixed[-1]:.1f} us/workflow, "
+                f"{concurrent[-1]:.1f} us/step with {THREADS} threads"
+            )
         return (
             summary("us_per_step_200x10", per_step)
             | summary("us_per_step_marginal", marginal)
             | summary("us_fixed_per_workflow", fixed)
-            | {"throughput_workflows": plan.workflows}
+            | summary("us_per_step_200x10_concurrent", concurrent)
+            | {"throughput_workflows": plan.workflows, "concurrent_threads": THREADS}
         )
 
     def lengths(self) -> dict[str, Any]:
@@ -212,25 +235,35 @@ class Bench:
         return f"child process: step {n} called os._exit(137)"
 
     def resume(self) -> dict[str, Any]:
-        n, resumes, loads = self.plan.resume_steps, [], []
+        n, resumes, colds, loads = self.plan.resume_steps, [], [], []
         for rep in range(self.plan.reps):
             with self.fresh() as url, contextlib.closing(durable.configure(url)) as engine:
-                method = self.crash(url, f"resume-{rep}", n)
-                _stamps.clear()
+                method = self.crash(url, f"cold-{rep}", n)
+                colds.append(self.timed_resume(f"cold-{rep}", n))
+                run_batch(self.plan.warmup, 10)
+                self.crash(url, f"warm-{rep}", n)
+                resumes.append(self.timed_resume(f"warm-{rep}", n))
                 start = time.perf_counter()
-                result = execute(long, n, id=f"resume-{rep}")
-                resumes.append((time.perf_counter() - start) * 1e3)
-                if result != n or len(_stamps) != 1:
-                    raise RuntimeError(f"resume returned {result}, ran {len(_stamps)} steps")
-                start = time.perf_counter()
-                rows = len(engine.backend.load_history(f"resume-{rep}"))
+                rows = len(engine.backend.load_history(f"warm-{rep}"))
                 loads.append((time.perf_counter() - start) * 1e3)
-            log(f"  resume after {n} steps: {resumes[-1]:.2f} ms")
+            log(f"  resume after {n} steps: {resumes[-1]:.2f} ms (cold engine: {colds[-1]:.2f})")
         return (
             summary("ms_resume_1000_steps", resumes)
+            | summary("ms_resume_1000_steps_cold", colds)
             | summary("ms_load_history_1000", loads)
             | {"load_history_rows": rows, "resume_steps": n, "resume_method": method}
         )
+
+    @staticmethod
+    def timed_resume(run_id: str, n: int) -> float:
+        """Milliseconds to resume `long(n)` under *run_id*, which crashed at step n."""
+        _stamps.clear()
+        start = time.perf_counter()
+        result = execute(long, n, id=run_id)
+        elapsed = (time.perf_counter() - start) * 1e3
+        if result != n or len(_stamps) != 1:
+            raise RuntimeError(f"resume returned {result}, ran {len(_stamps)} steps")
+        return elapsed
 
     def raw_floor(self) -> float | None:
         """Microseconds per autocommitted small-row INSERT straight through the driver."""

@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -26,6 +25,7 @@ from ._decorators import Call, Durable
 from ._execution import drive, drive_async
 from ._fanout import Fanout
 from ._hashing import call_hash
+from ._ids import new_run_id
 from ._joining import join
 from ._purge import Age, purge_before, purge_cutoff
 from ._records import NewRun, Run, RunStatus, Step
@@ -359,7 +359,7 @@ class Engine:
             raise
         digest = call_hash(target.kind, target.name, call.arguments)
         new = NewRun(
-            id=run_id or uuid.uuid4().hex,
+            id=run_id or new_run_id(),
             workflow=target.name,
             input=payload,
             call_hash=digest,

@@ -34,9 +34,11 @@ def join(engine: Engine, run: Run, target: Durable[..., Any]) -> Any:
         engine.pump(run.id)
     chain = [run.id]
     first = True
+    watch = None
     while True:
-        watch = engine.backend.watch([f"run:{member}" for member in chain])
         if not first:
+            # Watch before reading, so that news arriving in between is not missed.
+            watch = engine.backend.watch([f"run:{member}" for member in chain])
             run = engine.reread(run.id)
         if run.status.finished:
             return engine.outcome(run)
@@ -61,8 +63,12 @@ def join(engine: Engine, run: Run, target: Durable[..., Any]) -> Any:
                 engine.resume_quietly(claimed, node_target)
             break
         else:
+            if watch is not None:
+                _pause(engine, watch, members, lost_claim=lost)
+            # else: the first look, at the run as the caller read it, found nothing to
+            # do; look again under a watch before waiting on it (most joins claim the
+            # run at the first look, and never pay for a watch).
             first = False
-            _pause(engine, watch, members, lost_claim=lost)
             continue
         first = False
 
