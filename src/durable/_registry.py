@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .errors import DuplicateNameError, UnknownFunctionError
+from .errors import DuplicateNameError
 
 if TYPE_CHECKING:
     from ._decorators import Durable
@@ -39,24 +39,6 @@ def register(durable: Durable[Any, Any]) -> None:
                 f"{place}. Give one of them an explicit name=... ."
             )
         _by_name[durable.name] = durable
-
-
-def lookup(name: str, *, run_id: str | None = None) -> Durable[Any, Any]:
-    """Return the workflow or task registered as *name*.
-
-    Raises:
-        UnknownFunctionError: nothing in this process is registered under *name*.
-    """
-    durable = _by_name.get(name)
-    if durable is None:
-        for_run = f" (needed by run {run_id!r})" if run_id else ""
-        raise UnknownFunctionError(
-            f"No workflow or task named {name!r} is registered in this process{for_run}. "
-            "Import the module that defines it before resuming; the run is left untouched.",
-            name=name,
-            run_id=run_id,
-        )
-    return durable
 
 
 def find(name: str) -> Durable[Any, Any] | None:

@@ -9,7 +9,6 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── ConfigurationError              a bad option, URL or decoration
     │   └── DuplicateNameError (ValueError)   two functions registered under one name
     ├── NotDurableError (TypeError)     a plain function passed where @workflow/@task is needed
-    ├── UnknownFunctionError (LookupError)    a stored run names a function this process lacks
     ├── SerializationError (TypeError)  a value that cannot be stored; nothing was written
     │   └── PayloadTooLarge             a value larger than max_payload
     ├── PayloadError                    a stored payload that cannot be read back (corrupt row)
@@ -55,7 +54,6 @@ __all__ = [
     "RunNotFound",
     "SerializationError",
     "StorageError",
-    "UnknownFunctionError",
     "WaitTimeout",
 ]
 
@@ -92,18 +90,6 @@ class DuplicateNameError(ConfigurationError, ValueError):
 
 class NotDurableError(DurableError, TypeError):
     """A function that is not decorated with @workflow or @task was passed to durable."""
-
-
-class UnknownFunctionError(DurableError, LookupError):
-    """A stored run names a workflow or task that is not registered in this process.
-
-    Attributes:
-        name: the unknown name.
-        run_id: the run that needs it, when there is one.
-    """
-
-    name: str
-    run_id: str | None
 
 
 class SerializationError(DurableError, TypeError):
