@@ -44,7 +44,8 @@ def sqlite_opener(
     if synchronous not in _SYNCHRONOUS:
         raise ConfigurationError(
             f"synchronous={synchronous!r} is not supported; use FULL (the default, survives "
-            "power loss) or NORMAL (faster, survives process crashes only)."
+            "power loss), EXTRA (also syncs the directory), or NORMAL (faster, survives "
+            "process crashes only)."
         )
     if options:
         raise ConfigurationError(f"Unknown SQLite URL options: {sorted(options)}.")
