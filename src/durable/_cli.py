@@ -175,6 +175,13 @@ def run_worker(args: argparse.Namespace) -> int:
     worker.start()
     while not stop.wait(0.5):
         pass  # the main thread stays free to run signal handlers
-    worker.stop()
+    busy = worker.stop()
     engine.close()
+    if busy:
+        # Their runs are handed back; the threads still in task bodies cannot be stopped,
+        # and waiting for them could take forever. Exit now (nothing of theirs can be
+        # recorded any more: the engine is closed and their runs have new epochs soon).
+        log.info("exiting with %d task bodies still running; their runs were handed back", busy)
+        logging.shutdown()
+        os._exit(0)
     return 0

@@ -96,8 +96,16 @@ class Worker:
         self._thread.start()
         return self
 
-    def stop(self, grace: float | None = None) -> None:
-        """Stop gracefully: no new claims, running work handed back within *grace*."""
+    def stop(self, grace: float | None = None) -> int:
+        """Stop gracefully: no new claims, running work handed back within *grace*.
+
+        Returns:
+            How many runs were still inside a task body when the grace period ended:
+            they are handed back (another worker continues them at once), but Python
+            cannot stop their threads, which finish their bodies in the background
+            and whose late writes are fenced off. `durable worker` exits without
+            waiting for them.
+        """
         grace = self.grace if grace is None else grace
         self._stopping.set()
         with self._slots:
@@ -111,10 +119,11 @@ class Worker:
         for run_id, epoch in leftovers.items():
             # Still inside a task body: hand the run back now; our later writes, if any,
             # are fenced off once another worker claims it.
-            log.warning("run %s: still busy after %.0fs; released", run_id, grace)
+            log.warning("run %s: still busy after %gs; released", run_id, grace)
             self.engine.backend.release_run(run_id, epoch)
         self._pool.shutdown(wait=False)
         log.info("worker %s stopped", self.engine.owner)
+        return len(leftovers)
 
     @property
     def busy(self) -> int:

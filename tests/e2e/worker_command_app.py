@@ -1,0 +1,115 @@
+"""Workflows for the `durable worker` command, cancellation and wait(handle) tests.
+
+Every task body appends its line to the ledger first (``run position pid token``, see
+`tests.e2e.workers_app.ledger`), so a test counts body executions without trusting the
+database under test. `hold` stops at the pause point ``in-hold`` in a process started
+with ``DURABLE_TEST_PAUSE=in-hold`` until the test deletes its marker file.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import durable
+from durable import dispatch, execute, task, wait, workflow
+from tests.e2e.workers_app import ledger, pause_point
+
+
+@task
+def hold() -> str:
+    token = ledger()
+    pause_point("in-hold")
+    return token
+
+
+@task
+def mark() -> str:
+    return ledger()
+
+
+@task
+def tidy() -> str:
+    return ledger()
+
+
+@workflow
+def careful() -> str:
+    """Holds in a task, then marks; cleanup (`tidy`) runs in ``finally``."""
+    try:
+        hold()
+        mark()
+        return "finished"
+    finally:
+        tidy()
+
+
+@workflow
+def patient(kind: str) -> object:
+    """Waits an hour, for an event (*kind* "event") or a timer ("sleep"); `tidy` in
+    ``finally``."""
+    try:
+        if kind == "event":
+            return durable.wait("go", timeout=3600)
+        durable.wait(3600)
+        return "slept"
+    finally:
+        tidy()
+
+
+@workflow
+def guardian() -> list[object]:
+    """Parent of a running child (`careful`) and a waiting one (`patient`)."""
+    try:
+        running = dispatch(careful)
+        waiting = dispatch(patient, "event")
+        return [wait(running), wait(waiting)]
+    finally:
+        tidy()
+
+
+# The issue's example: a background task dispatched by a workflow, joined at the end.
+
+
+@task
+def charge(order_id: str) -> str:
+    ledger()
+    return f"receipt-{order_id}"
+
+
+@task
+def send_receipt(order_id: str, receipt: str) -> dict[str, object]:
+    token = ledger()
+    return {"sent": f"{receipt} to {order_id}", "pid": os.getpid(), "token": token}
+
+
+@task
+def label(order_id: str) -> str:
+    ledger()
+    return f"label-{order_id}"
+
+
+@workflow
+def ship_parcel(order_id: str) -> str:
+    return label(order_id)
+
+
+@workflow
+def order(order_id: str) -> dict[str, Any]:
+    receipt = charge(order_id)
+    handle = dispatch(send_receipt.bind(order_id, receipt))
+    parcel = execute(ship_parcel, order_id)
+    return {"label": parcel, "receipt": wait(handle)}
+
+
+@task
+def linger(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+@workflow
+def lasting(seconds: float) -> float:
+    """Takes *seconds* in one task body."""
+    return linger(seconds)
