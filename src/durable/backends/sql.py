@@ -71,10 +71,18 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
         self.dialect_name: str = kind
         self._db = Connections(kind, opener, masked_url=masked, password=self.url.password)
         self._sql = Queries(self._dialect)
-        # Group commit (see _group.py): one queue per kind of write.
-        self._steps = GroupCommit(self._write_steps)
-        self._outcomes = GroupCommit(self._write_outcomes)
-        self._new_runs = GroupCommit(in_one_transaction(self._db, "Creating runs"))
+        # Group commit (see _group.py). PostgreSQL: one queue per kind of write, each
+        # batch one multi-row statement, and the kinds commit side by side. SQLite has
+        # one writer at a time: one queue for all three, so that this process's writers
+        # never meet each other at the file lock (whose busy handler sleeps for
+        # milliseconds), and every batch is one transaction whatever it holds.
+        if kind == "sqlite":
+            shared = GroupCommit(in_one_transaction(self._db, "Writing runs and steps"))
+            self._steps = self._outcomes = self._new_runs = shared
+        else:
+            self._steps = GroupCommit(self._write_steps)
+            self._outcomes = GroupCommit(self._write_outcomes)
+            self._new_runs = GroupCommit(in_one_transaction(self._db, "Creating runs"))
         self._hub = Hub()
         self._listener: Listener | None = None
         #: (cutoff, the last run looked at) of the last purge: see `purge`.
@@ -97,8 +105,8 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
     # -- group commit ---------------------------------------------------------------
 
     def _write_steps(self, batch: list[Write]) -> None:
-        """Record a batch of steps: one multi-row statement on PostgreSQL."""
-        if not self._sql.postgres or len(batch) == 1:
+        """Record a batch of steps (PostgreSQL): one multi-row statement."""
+        if len(batch) == 1:
             in_one_transaction(self._db, "Recording steps")(batch)
             return
         order = self._sql.record.order
@@ -123,8 +131,8 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
             write.finish([(flags[key],)] if key in flags else [])
 
     def _write_outcomes(self, batch: list[Write]) -> None:
-        """Finish a batch of runs: one multi-row statement on PostgreSQL."""
-        if not self._sql.postgres or len(batch) == 1:
+        """Finish a batch of runs (PostgreSQL): one multi-row statement."""
+        if len(batch) == 1:
             in_one_transaction(self._db, "Finishing runs")(batch)
             return
         order = self._sql.finish_run.order
