@@ -49,6 +49,7 @@ def test_steps_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/steps.py --quick prints one well-formed JSON line per backend."""
     for line in run_quick("steps.py", "memory,sqlite", tmp_path):
         assert line["us_per_step_200x10"] > 0 and line["ms_resume_1000_steps"] > 0
+        assert line["us_per_step_200x10_concurrent"] > 0 and line["ms_resume_1000_steps_cold"] > 0
         assert "meets_targets" in line
 
 

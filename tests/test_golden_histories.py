@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from durable import NondeterminismError
-from durable._registry import lookup
+from durable._registry import find
 from durable.testing import replay
 from tests.histories.record import RECORDINGS
 
@@ -25,7 +25,9 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 def workflow_of(document: dict[str, object]) -> object:
     name = str(document["run"]["workflow"])  # type: ignore[index]
     importlib.import_module(name.rsplit(".", 1)[0])  # registers the module's workflows
-    return lookup(name)
+    found = find(name)
+    assert found is not None, f"{name} is not registered by its module"
+    return found
 
 
 def test_every_recording_has_its_history_checked_in() -> None:
