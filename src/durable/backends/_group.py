@@ -36,14 +36,21 @@ Then = Callable[[Session, Rows], Rows]
 
 
 class Write:
-    """One queued write: its statement and, once done, its rows or error."""
+    """One queued write: its statement and, once done, its rows or error.
 
-    __slots__ = ("_wake", "done", "error", "params", "retried", "rows", "sql", "then")
+    *name* says what it does ("Recording steps"), for error messages and fault points
+    (`_faults.committed`); a batch carries its writes' name when they share one.
+    """
 
-    def __init__(self, sql: str, params: Sequence[Any], then: Then | None = None) -> None:
+    __slots__ = ("_wake", "done", "error", "name", "params", "retried", "rows", "sql", "then")
+
+    def __init__(
+        self, sql: str, params: Sequence[Any], then: Then | None = None, name: str | None = None
+    ) -> None:
         self.sql = sql
         self.params = params
         self.then = then
+        self.name = name
         self.done = False
         self.retried = False
         self.rows: Rows = []
@@ -73,9 +80,11 @@ class GroupCommit:
         self._leading = False
         self._lock = threading.Lock()
 
-    def write(self, sql: str, params: Sequence[Any], then: Then | None = None) -> tuple[Rows, bool]:
+    def write(
+        self, sql: str, params: Sequence[Any], then: Then | None = None, *, name: str | None = None
+    ) -> tuple[Rows, bool]:
         """Execute one write statement (and *then*, in the same transaction), committed
-        before this returns.
+        before this returns. *name* says what it does (see `Write`).
 
         Returns:
             The statement's rows, and whether it may have run twice (a retry after a
@@ -84,7 +93,7 @@ class GroupCommit:
         Raises:
             StorageError: the database failed; the write may or may not have committed.
         """
-        item = Write(sql, params, then)
+        item = Write(sql, params, then, name)
         with self._lock:
             self._queue.append(item)
             lead = not self._leading
@@ -117,12 +126,17 @@ class GroupCommit:
 
 
 def in_one_transaction(db: Connections, name: str) -> Callable[[list[Write]], None]:
-    """Write a batch as its statements, one after another, in one transaction."""
+    """Write a batch as its statements, one after another, in one transaction.
+
+    *name* names a batch whose writes do not share a name of their own.
+    """
 
     def write_batch(batch: list[Write]) -> None:
         if len(batch) > 1:
+            names = {write.name or name for write in batch}
+            label = names.pop() if len(names) == 1 else name
             try:
-                results = db.run(name, lambda session, _: _together(db, session, batch))
+                results = db.run(label, lambda session, _: _together(db, session, batch))
             except Exception:
                 for write in batch:
                     write.retried = True  # the transaction may have committed unseen
@@ -157,6 +171,6 @@ def one_by_one(db: Connections, name: str, batch: list[Write]) -> None:
                 return _execute(session, write)
 
         try:
-            write.finish(db.run(name, body))
+            write.finish(db.run(write.name or name, body))
         except BaseException as error:
             write.fail(error)

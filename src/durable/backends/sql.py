@@ -188,7 +188,9 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
         statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
 
         while True:
-            rows, retried = self._new_runs.write(statement.sql, statement.params(values))
+            rows, retried = self._new_runs.write(
+                statement.sql, statement.params(values), name="Creating runs"
+            )
             if rows:
                 row = rows[0]
                 if owned:
@@ -260,7 +262,7 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
             values = tuple(values[i] for i in self._sql.record_permutation)
         name = f"Recording position {step.position} of run {step.run_id!r}"
         while True:
-            written, _ = self._steps.write(self._sql.record.sql, values)
+            written, _ = self._steps.write(self._sql.record.sql, values, name="Recording steps")
             if written:
                 stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
                 return stored, bool(written[0][0])
@@ -330,7 +332,9 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
             # SQLite wakes a waiting parent in the same transaction; PostgreSQL's
             # statement does it itself.
             then = None if self._sql.postgres else self._wake_parents
-            rows, retried = self._outcomes.write(statement.sql, statement.params(values), then)
+            rows, retried = self._outcomes.write(
+                statement.sql, statement.params(values), then, name="Finishing runs"
+            )
         if rows:
             self._announce(rows)
             return True
