@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -183,3 +186,51 @@ def test_unsupported_url_is_a_configuration_error() -> None:
     """A URL of an unsupported database says which ones are supported."""
     with pytest.raises(durable.errors.ConfigurationError, match="sqlite:/// and postgresql://"):
         durable.Engine("mysql://root@localhost/db")
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP port that accepts connections and never says a word (a hung server)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        for conn in [*held, listener]:
+            conn.close()
+
+
+@pytest.mark.parametrize("where", ["default", "url"])
+def test_a_silent_database_server_fails_the_connect_in_time(
+    silent_server: int, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that takes the connection but never answers fails it after the connect
+    timeout (ours by default, or the URL's ``connect_timeout``), not the OS's minutes,
+    with the password masked."""
+    from durable.backends import _connections
+
+    url = f"postgresql://app:hunter2@127.0.0.1:{silent_server}/nowhere"
+    if where == "default":
+        monkeypatch.setattr(_connections, "CONNECT_TIMEOUT", 2)
+    else:
+        monkeypatch.setattr(_connections, "CONNECT_TIMEOUT", 600)
+        url += "?connect_timeout=2"
+    started = time.monotonic()
+    with pytest.raises(StorageError) as caught:
+        durable.Engine(url)
+    assert 1.5 < time.monotonic() - started < 10
+    message = str(caught.value)
+    assert "hunter2" not in message and "Cannot connect" in message
+    assert f"postgresql://app:***@127.0.0.1:{silent_server}/nowhere" in message

@@ -78,14 +78,23 @@ class Session:
         self.execute: Callable[..., Any] = (cursor or conn).execute
 
 
+#: Seconds a PostgreSQL connection attempt may take, unless the URL says otherwise
+#: (``?connect_timeout=N``). Without one, a server that drops packets instead of
+#: refusing them would hang a connect for the operating system's TCP timeout (minutes).
+CONNECT_TIMEOUT = 10
+
+
 def postgres_opener(conninfo: str) -> Callable[[], Any]:
     """A function that opens an autocommit psycopg connection."""
     try:
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
     except ImportError:
         raise ConfigurationError(
             "PostgreSQL needs psycopg 3: pip install 'durable[postgres]'."
         ) from None
+    if "connect_timeout" not in conninfo_to_dict(conninfo):
+        conninfo = make_conninfo(conninfo, connect_timeout=CONNECT_TIMEOUT)
 
     def connect() -> Any:
         conn = psycopg.connect(conninfo, autocommit=True, application_name="durable")
