@@ -18,6 +18,7 @@ import pytest
 import durable
 from durable._config import configure
 from durable.backends import Backend, MemoryBackend
+from tests.e2e.harness import Children
 
 POSTGRES_URL = os.environ.get("DURABLE_TEST_POSTGRES_URL")
 REQUIRE_POSTGRES = os.environ.get("DURABLE_REQUIRE_POSTGRES") == "1"
@@ -122,6 +123,17 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
             yield schemas.new_url()
         finally:
             schemas.drop_all()
+
+
+@pytest.fixture
+def children(tmp_path: Path, url: str) -> Iterator[Children]:
+    """Child processes (workers, crashing apps) on the test's database, with the files
+    they share with it; all killed and reaped afterwards (tests/e2e/harness.py)."""
+    harness = Children(tmp_path, url)
+    try:
+        yield harness
+    finally:
+        harness.close()
 
 
 @pytest.fixture

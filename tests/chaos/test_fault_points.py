@@ -16,8 +16,6 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -45,15 +43,6 @@ CASES = [
     ("dispatch_lost_ack", "raise", "dispatch:", 0),
 ]
 RUN = "fault-7"
-
-
-@pytest.fixture
-def children(tmp_path: Path, url: str) -> Iterator[Children]:
-    harness = Children(tmp_path, url)
-    try:
-        yield harness
-    finally:
-        harness.close()
 
 
 def worker(children: Children, faults: str = "") -> subprocess.Popen[str]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,16 +21,6 @@ from tests.e2e.worker_command_app import careful, guardian, patient
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("url", SQL, indirect=True)]
-
-
-@pytest.fixture
-def children(tmp_path: Path, url: str) -> Iterator[Children]:
-    """Worker processes on the test's database; all killed and reaped afterwards."""
-    harness = Children(tmp_path, url)
-    try:
-        yield harness
-    finally:
-        harness.close()
 
 
 def start_worker(children: Children, **env: str) -> subprocess.Popen[str]:

@@ -25,7 +25,6 @@ import sqlite3
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,16 +77,6 @@ def start(children: Children, *args: str, **env: str) -> subprocess.Popen[str]:
     """Start a child running `child`, then ``tests.e2e.app ARGS``."""
     code = "from tests.e2e.test_recover_race import child; child()"
     return children.spawn(["-c", code, *args], **env)
-
-
-@pytest.fixture
-def children(tmp_path: Path, url: str) -> Iterator[Children]:
-    """Child processes on the test's database; all killed and reaped afterwards."""
-    harness = Children(tmp_path, url)
-    try:
-        yield harness
-    finally:
-        harness.close()
 
 
 def freeze(children: Children, process: subprocess.Popen[str], url: str) -> None:

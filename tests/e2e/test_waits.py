@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,16 +15,6 @@ from tests.e2e.workers_app import event_napper, napper
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("url", SQL, indirect=True)]
-
-
-@pytest.fixture
-def children(tmp_path: Path, url: str) -> Iterator[Children]:
-    """Processes on the test's database; all killed and reaped afterwards."""
-    harness = Children(tmp_path, url)
-    try:
-        yield harness
-    finally:
-        harness.close()
 
 
 def status(url: str, run_id: str) -> str:

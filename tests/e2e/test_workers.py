@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,16 +23,6 @@ from tests.e2e.workers_app import parent, poison, slow, storm
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def children(tmp_path: Path, url: str) -> Iterator[Children]:
-    """Worker processes on the test's database; all killed and reaped afterwards."""
-    harness = Children(tmp_path, url)
-    try:
-        yield harness
-    finally:
-        harness.close()
 
 
 def query(url: str, sql: str) -> list[tuple[object, ...]]:
