@@ -105,13 +105,14 @@ def fill(root: Path) -> Path:
     filler = root / "filler"
     chunk = b"\0" * (1 << 16)
     try:
-        f = filler.open("wb")
+        # Unbuffered: a buffered file could keep the bytes that did not fit and fail
+        # again when closed, outside the suppress below.
+        f = filler.open("wb", buffering=0)
     except OSError as error:
         pytest.fail(f"the disk was full before the test filled it ({error}); files: {sizes}")
     with f, contextlib.suppress(OSError):
         while True:
             f.write(chunk)
-            f.flush()
     return filler
 
 
