@@ -42,6 +42,10 @@ class Children:
 
     def spawn(self, args: list[str], **env: str) -> subprocess.Popen[str]:
         """Start ``python ARGS`` in the project root with the test's environment."""
+        return self.command([sys.executable, *args], **env)
+
+    def command(self, argv: list[str], **env: str) -> subprocess.Popen[str]:
+        """Start the program *argv* in the project root with the test's environment."""
         environment = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
@@ -53,12 +57,7 @@ class Children:
         # stderr to a file: a busy worker's log would fill an unread pipe and block it.
         with log_path.open("w") as log:
             process = subprocess.Popen(
-                [sys.executable, *args],
-                cwd=ROOT,
-                env=environment,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
+                argv, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=log, text=True
             )
         self.started.append(process)
         self._log_paths[process.pid] = log_path

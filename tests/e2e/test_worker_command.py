@@ -3,12 +3,9 @@ how it stops on SIGINT and when the grace period runs out."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ import pytest
 import durable
 from durable import RunStatus, workflow
 from tests.e2e.checker import check, read_ledger
-from tests.e2e.harness import ROOT, Children
+from tests.e2e.harness import Children
 from tests.e2e.test_workers import finished, query, stop_all, until
 from tests.e2e.workers_app import slow, storm
 
@@ -25,38 +22,6 @@ pytestmark = pytest.mark.e2e
 
 #: The console script pip installed next to this interpreter (`durable = durable._cli:main`).
 SCRIPT = Path(sys.executable).parent / "durable"
-
-
-class Commands(Children):
-    """`Children` that can also start a program directly, not only ``python ARGS``."""
-
-    def command(self, argv: list[str], **env: str) -> subprocess.Popen[str]:
-        """Start *argv* in the project root with the test's environment; log to a file."""
-        environment = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "DURABLE_TEST_LEDGER": str(self.ledger),
-            "DURABLE_TEST_MARKERS": str(self.markers),
-            **env,
-        }
-        log_path = self.logs / f"child-{len(self.started)}.log"
-        with log_path.open("w") as log:
-            process = subprocess.Popen(
-                argv, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=log, text=True
-            )
-        self.started.append(process)
-        self._log_paths[process.pid] = log_path
-        return process
-
-
-@pytest.fixture
-def children(tmp_path: Path, url: str) -> Iterator[Commands]:
-    """Worker processes on the test's database; all killed and reaped afterwards."""
-    harness = Commands(tmp_path, url)
-    try:
-        yield harness
-    finally:
-        harness.close()
 
 
 def worker_command(url: str, *options: str) -> list[str]:
@@ -80,7 +45,7 @@ def statuses(url: str) -> dict[str, tuple[str, int]]:
 
 
 @pytest.mark.parametrize("url", ["sqlite"], indirect=True)
-def test_the_console_script_drains_work(children: Commands, url: str) -> None:
+def test_the_console_script_drains_work(children: Children, url: str) -> None:
     """``.venv/bin/durable worker MODULE`` itself (not ``python -m durable``) runs queued
     workflows to completion, in its own process, and stops cleanly on SIGTERM."""
     assert SCRIPT.is_file(), f"no console script at {SCRIPT}"
@@ -95,7 +60,7 @@ def test_the_console_script_drains_work(children: Commands, url: str) -> None:
 
 
 @pytest.mark.parametrize("url", ["sqlite"], indirect=True)
-def test_queue_given_twice_serves_exactly_those_queues(children: Commands, url: str) -> None:
+def test_queue_given_twice_serves_exactly_those_queues(children: Children, url: str) -> None:
     """``--queue alpha --queue beta`` serves both, and neither ``gamma`` nor the
     ``default`` queue (the option replaces the default, it does not add to it)."""
     with durable.Engine(url) as engine:
@@ -122,7 +87,7 @@ def only_here() -> None:
 
 
 @pytest.mark.parametrize("url", ["sqlite"], indirect=True)
-def test_log_level_filters_what_the_worker_logs(children: Commands, url: str) -> None:
+def test_log_level_filters_what_the_worker_logs(children: Children, url: str) -> None:
     """By default the worker logs INFO lines (start, stop); ``--log-level warning``
     drops them yet still logs an ERROR, while the worker works the same."""
     with durable.Engine(url) as engine:
@@ -152,7 +117,7 @@ def test_log_level_filters_what_the_worker_logs(children: Commands, url: str) ->
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)
-def test_sigint_hands_running_work_back(children: Commands, url: str) -> None:
+def test_sigint_hands_running_work_back(children: Children, url: str) -> None:
     """SIGINT (Ctrl-C), like SIGTERM, stops a busy worker gracefully: exit code 0, its
     runs handed back at their next durable call; another worker finishes them and no
     task body runs twice."""
@@ -180,7 +145,7 @@ def test_sigint_hands_running_work_back(children: Commands, url: str) -> None:
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)
-def test_work_still_busy_after_the_grace_period_is_released(children: Commands, url: str) -> None:
+def test_work_still_busy_after_the_grace_period_is_released(children: Children, url: str) -> None:
     """SIGTERM with ``--grace 0.5`` while a task body is still busy: after the grace
     period the run is released (QUEUED, no lease) although the body has not returned,
     the worker exits without waiting for the body, and a second worker finishes the
