@@ -25,9 +25,23 @@ from typing import Any, TypeVar
 from durable import _faults
 from durable.errors import ConfigurationError, StorageError
 
+from ._relaxed import RelaxedCommits
+
 T = TypeVar("T")
 
 _SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
+
+
+def sqlite_synchronous(options: dict[str, str]) -> str:
+    """The ``synchronous`` level a SQLite URL's *options* ask for (FULL by default)."""
+    synchronous = options.get("synchronous", "FULL").upper()
+    if synchronous not in _SYNCHRONOUS:
+        raise ConfigurationError(
+            f"synchronous={synchronous!r} is not supported; use FULL (the default, survives "
+            "power loss), EXTRA (also syncs the directory), or NORMAL (faster, survives "
+            "process crashes only)."
+        )
+    return synchronous
 
 
 def sqlite_opener(
@@ -39,16 +53,10 @@ def sqlite_opener(
             "An in-memory SQLite URL cannot be shared between connections; use "
             "memory:// for the in-memory backend, or give SQLite a file path."
         )
-    options = dict(options)
-    synchronous = options.pop("synchronous", "FULL").upper()
-    if synchronous not in _SYNCHRONOUS:
-        raise ConfigurationError(
-            f"synchronous={synchronous!r} is not supported; use FULL (the default, survives "
-            "power loss), EXTRA (also syncs the directory), or NORMAL (faster, survives "
-            "process crashes only)."
-        )
-    if options:
-        raise ConfigurationError(f"Unknown SQLite URL options: {sorted(options)}.")
+    synchronous = sqlite_synchronous(options)
+    unknown = sorted(set(options) - {"synchronous"})
+    if unknown:
+        raise ConfigurationError(f"Unknown SQLite URL options: {unknown}.")
     path = Path(database)
 
     def connect() -> sqlite3.Connection:
@@ -67,8 +75,8 @@ def sqlite_opener(
 class Session:
     """An open connection and the cursor statements run on.
 
-    ``execute(sql, params)`` returns something with ``fetchone``, ``fetchall`` and
-    ``rowcount``, valid until the next ``execute`` on the same session.
+    ``execute(sql, params)`` returns something with ``fetchone``, ``fetchall``,
+    ``rowcount`` and ``description``, valid until the next ``execute`` on the session.
     """
 
     __slots__ = ("conn", "execute")
@@ -170,12 +178,20 @@ class Connections:
         open_: opens one new connection.
         masked_url: the URL with its password hidden, for messages.
         password: scrubbed from any driver message that might echo it.
+        relax: lets SQLite commit a transaction unsynced (see `transaction`).
     """
 
     def __init__(
-        self, kind: str, open_: Callable[[], Any], *, masked_url: str, password: str | None
+        self,
+        kind: str,
+        open_: Callable[[], Any],
+        *,
+        masked_url: str,
+        password: str | None,
+        relax: RelaxedCommits | None = None,
     ) -> None:
         self.kind = kind
+        self.relax = relax
         self.masked_url = masked_url
         self._open = open_
         self._password = password
@@ -286,12 +302,26 @@ class Connections:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextlib.contextmanager
-    def transaction(self, session: Session) -> Iterator[None]:
-        """Several statements as one write transaction (BEGIN IMMEDIATE on SQLite)."""
+    def transaction(self, session: Session, *, synced: bool = True) -> Iterator[None]:
+        """Several statements as one write transaction (BEGIN IMMEDIATE on SQLite).
+
+        ``synced=False`` commits without an fsync of its own where the backend allows
+        it (SQLite at FULL or EXTRA, see `_relaxed.py`): only for writes that replay
+        can reproduce.
+        """
         if self.kind == "postgresql":
             with session.conn.transaction():
                 yield
             return
+        if synced or self.relax is None:
+            with self._sqlite_transaction(session):
+                yield
+            return
+        with self.relax.relaxed(session.execute), self._sqlite_transaction(session):
+            yield
+
+    @contextlib.contextmanager
+    def _sqlite_transaction(self, session: Session) -> Iterator[None]:
         session.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -311,6 +341,8 @@ class Connections:
             idle, self._idle = self._idle, []
         for session in idle:
             close_quietly(session.conn)
+        if self.relax is not None:
+            self.relax.close()
 
 
 def close_quietly(conn: Any) -> None:

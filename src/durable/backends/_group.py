@@ -40,17 +40,28 @@ class Write:
 
     *name* says what it does ("Recording steps"), for error messages and fault points
     (`_faults.committed`); a batch carries its writes' name when they share one.
+    *synced* False lets a batch of only such writes commit without an fsync of its own
+    (`Connections.transaction`).
     """
 
-    __slots__ = ("_wake", "done", "error", "name", "params", "retried", "rows", "sql", "then")
+    __slots__ = (
+        "_wake", "done", "error", "name", "params", "retried", "rows", "sql", "synced", "then",
+    )  # fmt: skip
 
     def __init__(
-        self, sql: str, params: Sequence[Any], then: Then | None = None, name: str | None = None
+        self,
+        sql: str,
+        params: Sequence[Any],
+        then: Then | None = None,
+        name: str | None = None,
+        *,
+        synced: bool = True,
     ) -> None:
         self.sql = sql
         self.params = params
         self.then = then
         self.name = name
+        self.synced = synced
         self.done = False
         self.retried = False
         self.rows: Rows = []
@@ -81,10 +92,16 @@ class GroupCommit:
         self._lock = threading.Lock()
 
     def write(
-        self, sql: str, params: Sequence[Any], then: Then | None = None, *, name: str | None = None
+        self,
+        sql: str,
+        params: Sequence[Any],
+        then: Then | None = None,
+        *,
+        name: str | None = None,
+        synced: bool = True,
     ) -> tuple[Rows, bool]:
         """Execute one write statement (and *then*, in the same transaction), committed
-        before this returns. *name* says what it does (see `Write`).
+        before this returns. *name* and *synced* are as in `Write`.
 
         Returns:
             The statement's rows, and whether it may have run twice (a retry after a
@@ -93,7 +110,7 @@ class GroupCommit:
         Raises:
             StorageError: the database failed; the write may or may not have committed.
         """
-        item = Write(sql, params, then, name)
+        item = Write(sql, params, then, name, synced=synced)
         with self._lock:
             self._queue.append(item)
             lead = not self._leading
@@ -149,13 +166,22 @@ def in_one_transaction(db: Connections, name: str) -> Callable[[list[Write]], No
     return write_batch
 
 
+def _rows(session: Session, write: Write) -> Rows:
+    """The write's rows: what it returns, or for a statement without RETURNING, one
+    row holding how many rows it changed."""
+    cursor = session.execute(write.sql, write.params)
+    if cursor.description is None:
+        return [(cursor.rowcount,)]
+    return list(cursor.fetchall())
+
+
 def _execute(session: Session, write: Write) -> Rows:
-    rows = list(session.execute(write.sql, write.params).fetchall())
+    rows = _rows(session, write)
     return rows if write.then is None else write.then(session, rows)
 
 
 def _together(db: Connections, session: Session, batch: list[Write]) -> list[Rows]:
-    with db.transaction(session):
+    with db.transaction(session, synced=any(write.synced for write in batch)):
         return [_execute(session, write) for write in batch]
 
 
@@ -165,9 +191,9 @@ def one_by_one(db: Connections, name: str, batch: list[Write]) -> None:
 
         def body(session: Session, retried: bool, write: Write = write) -> Rows:
             write.retried = write.retried or retried
-            if write.then is None:
-                return list(session.execute(write.sql, write.params).fetchall())
-            with db.transaction(session):
+            if write.then is None and (write.synced or db.relax is None):
+                return _rows(session, write)
+            with db.transaction(session, synced=write.synced):
                 return _execute(session, write)
 
         try:

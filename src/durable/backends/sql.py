@@ -12,6 +12,7 @@ import dataclasses
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,12 +24,13 @@ from durable._records import NewRun, Run, RunStatus, Step
 from durable.errors import ConfigurationError, LeaseLost
 
 from . import _rows, _schema
-from ._connections import Connections, postgres_opener, sqlite_opener
+from ._connections import Connections, postgres_opener, sqlite_opener, sqlite_synchronous
 from ._group import GroupCommit, Write, in_one_transaction, one_by_one
 from ._hub import Hub, Watch
 from ._listener import Listener
 from ._purging import Relative, may_go
 from ._queries import CHANNEL, Queries, Statement
+from ._relaxed import RelaxedCommits
 from ._sql_inspect import SQLInspectMixin
 from ._sql_waits import SQLWaitsMixin
 
@@ -52,10 +54,14 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
         self.url = make_url(url)
         masked = self.url.render_as_string(hide_password=True)
         kind = self.url.get_backend_name()
+        relax = None
         if kind == "sqlite":
             self._dialect: sa.Dialect = sqlite_dialect.dialect()
             options = {k: str(v) for k, v in self.url.query.items()}
             opener = sqlite_opener(self.url.database, options, busy_timeout=busy_timeout)
+            synchronous = sqlite_synchronous(options)
+            if synchronous != "NORMAL":  # see _relaxed.py: outcomes need no fsync of their own
+                relax = RelaxedCommits(Path(str(self.url.database)).absolute(), synchronous)
         elif kind == "postgresql":
             # Positional $1 parameters, as psycopg's RawCursor takes them unconverted;
             # hot statements get a plain tuple.
@@ -69,7 +75,9 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
             )
         self.masked_url = masked
         self.dialect_name: str = kind
-        self._db = Connections(kind, opener, masked_url=masked, password=self.url.password)
+        self._db = Connections(
+            kind, opener, masked_url=masked, password=self.url.password, relax=relax
+        )
         self._sql = Queries(self._dialect)
         # Group commit (see _group.py). PostgreSQL: one queue per kind of write, each
         # batch one multi-row statement, and the kinds commit side by side. SQLite has
@@ -260,16 +268,24 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
         values = _rows.step_params(step, epoch)
         if self._sql.record_permutation is not None:
             values = tuple(values[i] for i in self._sql.record_permutation)
-        name = f"Recording position {step.position} of run {step.run_id!r}"
+        stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
+        quiet = self._sql.record_quiet  # SQLite; it refuses a run with a cancel request
         while True:
-            written, _ = self._steps.write(self._sql.record.sql, values, name="Recording steps")
-            if written:
-                stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
-                return stored, bool(written[0][0])
-            # Nothing written: fenced off, or the position is finished (by our own
-            # earlier attempt whose acknowledgement was lost, or by a former owner).
+            if quiet is not None:
+                rows, _ = self._steps.write(
+                    quiet.sql, values[: len(quiet.order)], name="Recording steps"
+                )
+                if rows[0][0]:  # the row count
+                    return stored, False
+            else:
+                rows, _ = self._steps.write(self._sql.record.sql, values, name="Recording steps")
+                if rows:  # the run's cancellation flag
+                    return stored, bool(rows[0][0])
+            # Nothing written: fenced off, the position is finished (by our own earlier
+            # attempt whose acknowledgement was lost, or by a former owner), or (quiet)
+            # the run has a cancel request.
             row = self._db.run(
-                name,
+                f"Recording position {step.position} of run {step.run_id!r}",
                 lambda conn, _: self._execute(
                     conn,
                     self._sql.record_conflict,
@@ -283,9 +299,12 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
                     run_id=step.run_id,
                     epoch=epoch,
                 )
-            if row[2] is not None:
-                return _rows.step(row[2:]), bool(row[1])
-            # pragma: no cover - the row vanished in between (purged?); write again
+            found = None if row[2] is None else _rows.step(row[2:])
+            if found is not None and found.status.finished:
+                return found, bool(row[1])
+            if quiet is not None and row[1]:
+                quiet = None  # record it anyway; the flag comes back with it
+            # else: pragma: no cover - the row vanished in between (purged?); write again
 
     def _record_in(self, session: Any, step: Step, epoch: int) -> tuple[Step, bool] | None:
         """Record *step* on *session* (inside the caller's transaction); None if nothing
@@ -330,10 +349,15 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
             rows, retried = batch[0].rows, batch[0].retried
         else:
             # SQLite wakes a waiting parent in the same transaction; PostgreSQL's
-            # statement does it itself.
+            # statement does it itself. Replay reproduces an outcome, but not a DEAD
+            # verdict: only the former may skip its own fsync (see _relaxed.py).
             then = None if self._sql.postgres else self._wake_parents
             rows, retried = self._outcomes.write(
-                statement.sql, statement.params(values), then, name="Finishing runs"
+                statement.sql,
+                statement.params(values),
+                then,
+                name="Finishing runs",
+                synced=status is RunStatus.DEAD,
             )
         if rows:
             self._announce(rows)

@@ -449,6 +449,7 @@ def check_cancel_tree(make: MakeBackend) -> None:
         backend.create_run(_child("root/3", "root", owner=OWNER))
         backend.finish_run("root/3", 1, RunStatus.COMPLETED, output=b"j1")
         backend.create_run(_new("bystander", owner=None))
+        backend.record(_step("root", 1, status=StepStatus.RETRYING, output=None), 1)
         root = backend.cancel_run("root")
         assert root is not None and root.cancel_requested and root.status is RunStatus.RUNNING
         assert _get(backend, "root/0").cancel_requested
@@ -459,6 +460,12 @@ def check_cancel_tree(make: MakeBackend) -> None:
         assert backend.cancel_run("missing") is None
         _, flag = backend.record(_step("root", 0), 1)
         assert flag, "record reports the cancellation request to the owner"
+        _, flag = backend.record(_step("root", 1), 1)
+        assert flag, "also when it replaces an attempt that will be retried"
+        kept = [(s.position, s.status) for s in backend.load_history("root")]
+        assert kept == [(0, StepStatus.COMPLETED), (1, StepStatus.COMPLETED)], (
+            "a run with a cancel request still records the steps that finished"
+        )
         done = backend.cancel_run("root/3")
         assert done is not None and done.status is RunStatus.COMPLETED
 
