@@ -247,12 +247,30 @@ def _int_json(value: int) -> str:
     return _dumps(_big_int(value))
 
 
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring
+
 _SCALAR_ENCODERS: dict[type, Callable[[Any], str]] = {
     int: _int_json,
-    str: json.encoder.encode_basestring,
+    str: _encode_str,
     bool: lambda v: "true" if v else "false",
     type(None): lambda _v: "null",
 }
+
+
+def _flat_dict(value: dict[Any, Any]) -> bytes | None:
+    """The payload of a dict of str keys and int, str, bool or None values (a task's
+    arguments, usually), byte for byte what the general path writes; None for any
+    other dict. Writing it directly costs a third of the general path."""
+    parts = []
+    for key, item in value.items():
+        scalar = _SCALAR_ENCODERS.get(type(item))
+        if scalar is None or type(key) is not str or key == TAG:
+            return None
+        parts.append(f"{_encode_str(key)}:{scalar(item)}")
+    try:
+        return JSON + ("{" + ",".join(parts) + "}").encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # a lone surrogate: the general path escapes it
 
 
 def dumps(
@@ -287,6 +305,12 @@ def dumps(
             if max_size is not None and len(data) > max_size:
                 raise _too_large(where, value, len(data), max_size)
             return data
+    if type(value) is dict:
+        flat = _flat_dict(value)
+        if flat is not None:
+            if max_size is not None and len(flat) > max_size:
+                raise _too_large(where, value, len(flat), max_size)
+            return flat
     encoder = _Encoder(allow_pickle)
     try:
         body = _json_bytes(encoder.encode(value))

@@ -341,6 +341,35 @@ def test_round_trip_is_the_same_with_pickling_allowed() -> None:
         )
 
 
+_FLAT_VALUES = st.one_of(
+    st.integers(), st.integers(min_value=2**2040, max_value=2**2100), st.text(),
+    st.booleans(), st.none(), st.floats(allow_nan=True), st.binary(max_size=4),
+)  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.one_of(st.text(), st.just(_serde.TAG), st.integers()), _FLAT_VALUES))
+def test_flat_dicts_take_a_shortcut_to_the_same_bytes(value: dict[Any, Any]) -> None:
+    """A dict of str keys and int/str/bool/None values (a task's arguments) is written
+    without the general encoder, to exactly the bytes the general encoder writes; any
+    other dict (a float, bytes, a non-str or the tag key, a lone surrogate) is left to
+    it."""
+    general = b"j" + _serde._json_bytes(_serde._Encoder(allow_pickle=False).encode(value))
+    flat = _serde._flat_dict(value)
+    plain = all(
+        type(k) is str and k != _serde.TAG and type(v) in (int, str, bool, type(None))
+        for k, v in value.items()
+    )
+    if plain:
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            plain = False
+    assert (flat is not None) == plain
+    assert dumps(value, allow_pickle=False, where="v") == general
+    assert_same(value, loads(general, allow_pickle=False))
+
+
 def test_int_bool_float_stay_distinct() -> None:
     """1, 1.0 and True are three different payloads and three different loaded types."""
     payloads = {dumps(v, allow_pickle=False, where="v") for v in (1, 1.0, True)}

@@ -66,8 +66,8 @@ class Write:
         self.retried = False
         self.rows: Rows = []
         self.error: BaseException | None = None
-        self._wake = threading.Lock()
-        self._wake.acquire()  # held until this write is done, or must lead the next batch
+        #: a follower's: held until its write is done, or it must lead the next batch.
+        self._wake: threading.Lock | None = None
 
     def finish(self, rows: Rows) -> None:
         """Record the write's rows."""
@@ -112,10 +112,13 @@ class GroupCommit:
         """
         item = Write(sql, params, then, name, synced=synced)
         with self._lock:
-            self._queue.append(item)
             lead = not self._leading
+            if not lead:  # only a follower waits; a lone writer needs no lock of its own
+                item._wake = threading.Lock()
+                item._wake.acquire()
+            self._queue.append(item)
             self._leading = True
-        if not lead:
+        if item._wake is not None:
             item._wake.acquire()  # woken when done, or when it is our turn to lead
         while not item.done:
             self._lead(item)
@@ -131,13 +134,15 @@ class GroupCommit:
             self._write_batch(batch)
         finally:
             for other in batch:
-                if other is not item:
+                if other._wake is not None and other is not item:
                     other._wake.release()
         with self._lock:
             if not item.done:
                 return  # our write was beyond this batch: lead the next one too
             if self._queue:
-                self._queue[0]._wake.release()  # the next batch's leader
+                follower = self._queue[0]._wake
+                assert follower is not None  # every queued write behind a leader waits
+                follower.release()  # the next batch's leader
             else:
                 self._leading = False
 

@@ -11,6 +11,9 @@ from durable._records import Event, Run, RunStatus, Step, StepKind, StepStatus
 RUN_STATUS = {status.value: status for status in RunStatus}
 _STEP_STATUS = {status.value: status for status in StepStatus}
 _STEP_KIND = {kind.value: kind for kind in StepKind}
+# Enum's ``.value`` is a descriptor call: 0.2 us, twice per step recorded.
+_KIND_VALUE = {kind: kind.value for kind in StepKind}
+_STATUS_VALUE = {status: status.value for status in StepStatus}
 
 
 def run(row: Sequence[Any]) -> Run:
@@ -69,10 +72,10 @@ def step_params(step: Step, epoch: int) -> tuple[Any, ...]:
     return (
         step.run_id,
         step.position,
-        step.kind.value,
+        _KIND_VALUE[step.kind],
         step.name,
         step.call_hash,
-        step.status.value,
+        _STATUS_VALUE[step.status],
         step.input,
         step.output,
         step.error,
