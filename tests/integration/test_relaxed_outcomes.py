@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -264,3 +265,46 @@ def test_a_batch_is_relaxed_only_if_all_its_writes_are(traced: Traced) -> None:
     assert [w.rows for w in relaxed] == [[(1,)], [(1,)]]
     assert traced.statements.count("PRAGMA synchronous=NORMAL") == 1
     assert traced.pooled_levels() == {"FULL"}
+
+
+def test_a_forked_child_fsyncs_its_own_outcomes(tmp_path: Path) -> None:
+    """A child forked while the parent's fsync thread may hold its lock starts afresh:
+    it commits outcomes, runs a thread of its own and fsyncs its WAL when it closes."""
+    engine = durable.configure(f"sqlite:///{tmp_path / 'fork.db'}")
+    assert durable.execute(relaxed_flow, 1) == [0]
+    relax = engine.backend._db.relax  # type: ignore[attr-defined]
+    parent_thread = relax._thread
+    assert parent_thread is not None and parent_thread.is_alive()
+    # The worst moment to fork: another thread (as the fsync thread may) holds the lock.
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with relax._due:
+            held.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        code = 1
+        try:
+            if durable.execute(relaxed_flow, 2) == [0, 10]:
+                child_thread = relax._thread
+                ok = child_thread is not None and child_thread is not parent_thread
+                engine.close()
+                code = 0 if ok and relax.flushes >= 1 else 2
+        finally:
+            os._exit(code)
+    release.set()
+    holder.join()
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:  # pragma: no cover - only when the child hangs
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the lock it inherited")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    engine.close()

@@ -261,6 +261,8 @@ class Connections:
         with self._lock:
             self._idle = []
         self._pid = os.getpid()
+        if self.relax is not None:
+            self.relax.forget()
 
     def scrub(self, error: BaseException) -> str:
         """A driver error as one line, without the password."""

@@ -41,7 +41,6 @@ class RelaxedCommits:
         self._pending = False
         self._closed = False
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
         #: how many fsyncs the background thread made (for tests).
         self.flushes = 0
 
@@ -62,14 +61,20 @@ class RelaxedCommits:
             if self._pending or self._closed:
                 return
             self._pending = True
-            if self._thread is None or self._pid != os.getpid():
-                self._pid = os.getpid()  # a forked child inherits no thread
+            if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="durable-wal-fsync", daemon=True
                 )
                 self._thread.start()
             else:
                 self._due.notify()
+
+    def forget(self) -> None:
+        """In a forked child: no thread, and a fresh lock (the parent's thread may have
+        held the old one at the fork). The parent fsyncs its own commits."""
+        self._due = threading.Condition()
+        self._pending = False
+        self._thread = None
 
     def _run(self) -> None:
         while self._next():
