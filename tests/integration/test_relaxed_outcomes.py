@@ -23,7 +23,7 @@ import durable
 from durable import RunStatus
 from durable._records import NewRun
 from durable.backends import _relaxed
-from durable.backends._group import Write, in_one_transaction
+from durable.backends._group import Write, in_one_transaction, one_by_one
 from durable.backends._relaxed import RelaxedCommits
 from durable.backends.sql import SQLBackend
 
@@ -308,3 +308,17 @@ def test_a_forked_child_fsyncs_its_own_outcomes(tmp_path: Path) -> None:
         pytest.fail("the forked child hung on the lock it inherited")
     assert os.waitstatus_to_exitcode(done[1]) == 0
     engine.close()
+
+
+def test_a_failed_relaxed_transaction_sets_the_level_back(traced: Traced) -> None:
+    """A relaxed transaction that fails rolls back and leaves its connection at the
+    configured level; no fsync is promised for it."""
+    relax = traced.backend._db.relax
+    assert relax is not None
+    bad = Write("INSERT INTO nowhere VALUES (1)", (), synced=False)
+    one_by_one(traced.backend._db, "Testing", [bad])
+    assert bad.error is not None and "nowhere" in str(bad.error)
+    assert traced.statements[-1] == "PRAGMA synchronous=FULL"
+    assert "ROLLBACK" in traced.statements
+    assert traced.pooled_levels() == {"FULL"}
+    assert relax._pending is False, "a rolled-back transaction needs no fsync"
