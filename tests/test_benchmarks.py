@@ -51,6 +51,10 @@ def test_steps_benchmark_quick(tmp_path: Path) -> None:
         assert line["us_per_step_200x10"] > 0 and line["ms_resume_1000_steps"] > 0
         assert line["us_per_step_200x10_concurrent"] > 0 and line["ms_resume_1000_steps_cold"] > 0
         assert "meets_targets" in line
+        if line["backend"] == "sqlite":  # 11 synced commits a ten-step workflow
+            bound = line["raw_floor_us"] * 1.1
+            assert abs(line["us_per_step_floor_bound"] - bound) < 0.1
+            assert line["target_reachable_here"] == (bound <= 250)
 
 
 def test_queue_benchmark_quick(tmp_path: Path) -> None:
