@@ -164,6 +164,19 @@ class Queries:
             return self.waits.waking_parents(update.returning(r.id, r.parent_id))
         return self._compile(self._notifying(update, self._run_topic(), r.parent_id))
 
+    def _recording(self, step: list[Any], *fence: sa.ColumnElement[bool]) -> Any:
+        """Insert a step (*step*: the history columns' values) if its run passes *fence*,
+        or replace the unfinished (retrying or waiting) step at its position."""
+        h = history.c
+        insert = self._insert(history).from_select(
+            [c.name for c in history.c], sa.select(*step).where(sa.exists().where(*fence))
+        )
+        return insert.on_conflict_do_update(
+            index_elements=[h.run_id, h.position],
+            set_={name: insert.excluded[name] for name in UPDATED_ON_RECORD},
+            where=h.status.in_(_UNFINISHED_STEP),
+        )
+
     def _notifying(self, dml: Any, topic: sa.ColumnElement[str], *more: Any) -> Any:
         """*dml* returning (topic, *more); on PostgreSQL also notifying the topic."""
         returning = dml.returning(topic.label("topic"), *more)
@@ -274,9 +287,7 @@ class Queries:
         self.load_history = self._compile(
             sa.select(*history.c).where(h.run_id == _bind("run_id", h.run_id)).order_by(h.position)
         )
-        fence = sa.exists().where(
-            r.id == _bind("fence_id", r.id), r.epoch == _bind("fence_epoch", r.epoch)
-        )
+        at_my_epoch = (r.id == _bind("fence_id", r.id), r.epoch == _bind("fence_epoch", r.epoch))
 
         # PostgreSQL types a bare NULL in a SELECT list as text, which bytea and double
         # columns refuse; SQLite needs no casts.
@@ -284,43 +295,20 @@ class Queries:
             bound = _bind(column.name, column)
             return sa.cast(bound, column.type) if self.postgres else bound
 
-        record = self._insert(history).from_select(
-            [c.name for c in history.c], sa.select(*(value(c) for c in history.c)).where(fence)
-        )
-        updated = UPDATED_ON_RECORD
+        step = [value(c) for c in history.c]
         # The row comes back only if written, carrying the run's cancellation flag, so
         # the owner learns of a cancel request without an extra query.
         cancel_flag = (
             sa.select(r.cancel_requested).where(r.id == _bind("cancel_id", r.id)).scalar_subquery()
         )
-        self.record = self._compile(
-            record.on_conflict_do_update(
-                index_elements=[h.run_id, h.position],
-                set_={name: record.excluded[name] for name in updated},
-                where=h.status.in_(_UNFINISHED_STEP),
-            ).returning(cancel_flag)
-        )
+        self.record = self._compile(self._recording(step, *at_my_epoch).returning(cancel_flag))
         #: SQLite: the same write, fenced also on "no cancel request", returning nothing
         #: (the backend reads the row count): RETURNING makes SQLite collect the rows
         #: first, ~15 us of the hottest statement. A refused write reads back why.
         self.record_quiet: Statement | None = None
         if not self.postgres:
-            quiet_fence = sa.exists().where(
-                r.id == _bind("fence_id", r.id),
-                r.epoch == _bind("fence_epoch", r.epoch),
-                r.cancel_requested == sa.literal_column("0"),
-            )
-            quiet = self._insert(history).from_select(
-                [c.name for c in history.c],
-                sa.select(*(value(c) for c in history.c)).where(quiet_fence),
-            )
-            self.record_quiet = self._compile(
-                quiet.on_conflict_do_update(
-                    index_elements=[h.run_id, h.position],
-                    set_={name: quiet.excluded[name] for name in updated},
-                    where=h.status.in_(_UNFINISHED_STEP),
-                )
-            )
+            no_cancel = r.cancel_requested == sa.literal_column("0")
+            self.record_quiet = self._compile(self._recording(step, *at_my_epoch, no_cancel))
             if self.record_quiet.order != RECORD_ORDER[: len(self.record_quiet.order)]:
                 raise AssertionError(f"record_quiet takes {self.record_quiet.order}")
         self.record_conflict = self._compile(
@@ -438,16 +426,9 @@ class Queries:
         #: the history columns, in the order record_many takes them (as "<name>s").
         self.history_columns = [c.name for c in columns]
         v = unnest(columns, self.history_columns)
-        fence = sa.exists().where(r.id == v.c.run_id, r.epoch == v.c.epoch)
-        record = self._insert(history).from_select(
-            [c.name for c in columns], sa.select(*(v.c[c.name] for c in columns)).where(fence)
-        )
+        step = [v.c[c.name] for c in columns]
         written = (
-            record.on_conflict_do_update(
-                index_elements=[h.run_id, h.position],
-                set_={name: record.excluded[name] for name in UPDATED_ON_RECORD},
-                where=h.status.in_(_UNFINISHED_STEP),
-            )
+            self._recording(step, r.id == v.c.run_id, r.epoch == v.c.epoch)
             .returning(h.run_id, h.position)
             .cte("written")
         )
