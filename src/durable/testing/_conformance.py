@@ -487,9 +487,10 @@ def check_watch_wakes_waiters(make: MakeBackend) -> None:
     with _opened(make) as backend:
         backend.create_run(_new())
         watch = backend.watch(["run:run-1"])
-        threading.Timer(
+        finisher = threading.Timer(
             0.05, lambda: backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j1")
-        ).start()
+        )
+        finisher.start()
         started = time.monotonic()
         watch.wait(5)
         assert time.monotonic() - started < 2, "finishing the run must wake its watchers"
@@ -498,6 +499,8 @@ def check_watch_wakes_waiters(make: MakeBackend) -> None:
         started = time.monotonic()
         assert queue_watch.wait(5), "a change made before the wait is not lost"
         assert time.monotonic() - started < 0.5
+        # A watch may wake early (SQLite's poll): the finish must not outlive the backend.
+        finisher.join(5)
 
 
 # -- running them -------------------------------------------------------------------
