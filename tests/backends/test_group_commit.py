@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -56,14 +57,16 @@ def in_threads(n: int, work: Callable[[int], Any]) -> list[Any]:
 def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     """Counts the size of every batch group commit writes."""
     sizes: Counter[int] = Counter()
-    original = GroupCommit._lead
+    original = GroupCommit.__init__
 
-    def counting(self: GroupCommit, item: Write) -> None:
-        with self._lock:
-            sizes[min(len(self._queue), _group.LIMIT)] += 1
-        original(self, item)
+    def counting(self: GroupCommit, write_batch: Callable[[list[Write]], None]) -> None:
+        def counted(batch: list[Write]) -> None:
+            sizes[len(batch)] += 1
+            write_batch(batch)
 
-    monkeypatch.setattr(GroupCommit, "_lead", counting)
+        original(self, counted)
+
+    monkeypatch.setattr(GroupCommit, "__init__", counting)
     return sizes
 
 
@@ -84,7 +87,7 @@ def test_concurrent_steps_all_land_and_share_transactions(
         history = backend.load_history(f"r{i}")
         assert [s.output for s in history] == [b"j%d" % p for p in range(40)]
     writes = sum(size * count for size, count in batch_sizes.items())
-    assert writes >= 24 * 40
+    assert writes >= 24 * 40 + 24  # the steps, and the runs created first
     assert max(batch_sizes) > 1, "concurrent writes must have shared a transaction"
 
 
@@ -145,3 +148,93 @@ def test_leadership_passes_on_when_the_queue_is_long() -> None:
     results = in_threads(200, lambda i: group.write("sql", (i,)))
     assert [rows for rows, _ in results] == [[(i * 2,)] for i in range(200)]
     assert sum(batches) == 200 and max(batches) <= _group.LIMIT
+
+
+def within(seconds: float, work: Callable[[], Any]) -> Any:
+    """work() in a thread; its result, or a failure (not a hang) if it takes too long."""
+    results: list[Any] = []
+
+    def target() -> None:
+        try:
+            results.append(work())
+        except BaseException as error:
+            results.append(error)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert results, f"still waiting after {seconds} s: the group lost its leader"
+    if isinstance(results[0], BaseException):
+        raise results[0]
+    return results[0]
+
+
+def test_a_lone_writer_writes_at_once() -> None:
+    """One write at a time: each is its own batch, and nobody is left leading."""
+    batches: list[list[Any]] = []
+
+    def write_batch(batch: list[Write]) -> None:
+        batches.append([write.params[0] for write in batch])
+        for write in batch:
+            write.finish([(write.params[0],)])
+
+    group = GroupCommit(write_batch)
+    for i in range(3):
+        assert within(10, lambda i=i: group.write("sql", (i,))) == ([(i,)], False)
+    assert batches == [[0], [1], [2]]
+    assert not group._leading and not group._queue
+
+
+def test_writers_arriving_during_a_lone_write_share_the_next_batch() -> None:
+    """The lone writer hands the lead to the first writer that queued behind it, which
+    writes everything queued as one batch."""
+    batches: list[list[Any]] = []
+    started, queued = threading.Event(), threading.Event()
+
+    def write_batch(batch: list[Write]) -> None:
+        batches.append([write.params[0] for write in batch])
+        if batch[0].params[0] == "first":
+            started.set()
+            assert queued.wait(10)
+        for write in batch:
+            write.finish([(write.params[0],)])
+
+    group = GroupCommit(write_batch)
+    first = threading.Thread(target=group.write, args=("sql", ("first",)), daemon=True)
+    first.start()
+    assert started.wait(10)
+    results: list[Any] = [None] * 5
+
+    def later(i: int) -> None:
+        results[i] = group.write("sql", (i,))[0]
+
+    threads = [threading.Thread(target=later, args=(i,), daemon=True) for i in range(5)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(group._queue) < 5:  # all five queue behind the lone writer
+        assert time.monotonic() < deadline, "the later writers did not queue"
+        time.sleep(0.001)
+    queued.set()
+    for thread in [first, *threads]:
+        thread.join(10)
+    assert results == [[(i,)] for i in range(5)]
+    assert batches[0] == ["first"] and sorted(batches[1]) == list(range(5))
+    assert not group._leading and not group._queue
+
+
+def test_a_lone_write_that_raises_still_hands_over() -> None:
+    """A batch writer that raises (a bug, an interrupt) fails that write, not the group."""
+    calls: list[Any] = []
+
+    def write_batch(batch: list[Write]) -> None:
+        calls.append(batch[0].params[0])
+        if batch[0].params[0] == "bad":
+            raise KeyboardInterrupt
+        batch[0].finish([("ok",)])
+
+    group = GroupCommit(write_batch)
+    with pytest.raises(KeyboardInterrupt):
+        within(10, lambda: group.write("sql", ("bad",)))
+    assert within(10, lambda: group.write("sql", ("good",))) == ([("ok",)], False)
+    assert calls == ["bad", "good"]
