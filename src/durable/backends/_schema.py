@@ -50,7 +50,6 @@ runs = sa.Table(
     sa.Column("waiting_on", sa.Text),
     # recover() and the lease sweep look for RUNNING runs by lease expiry.
     sa.Index("durable_runs_status_lease", "status", "lease_until"),
-    sa.Index("durable_runs_parent", "parent_id"),
     sa.Index("durable_runs_created", "created_at"),
     # Rows live in the primary-key b-tree: one b-tree fewer to write per commit.
     sqlite_with_rowid=False,
@@ -162,13 +161,23 @@ _claim_index = sa.Index(
     postgresql_where=_QUEUED,
 )
 
+# Version 5: a run's children. Partial: most runs have no parent, and an entry each
+# would be one more b-tree page to write, and fsync, for every run created.
+_HAS_PARENT = sa.text("parent_id IS NOT NULL")
+_parent_index = sa.Index(
+    "durable_runs_parent",
+    runs.c.parent_id,
+    sqlite_where=_HAS_PARENT,
+    postgresql_where=_HAS_PARENT,
+)
+
 # Version 4: listing a workflow's runs, newest first (the dashboard, `durable ls`).
 _workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.created_at)
 # Version 4: a run's events, for `Backend.events` and purging.
 _events_run_index = sa.Index("durable_events_run", events.c.run_id)
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 Execute = Callable[[str], None]
 
@@ -208,11 +217,18 @@ def _v3_to_v4(dialect: sa.Dialect, execute: Execute) -> None:
     execute(str(CreateIndex(_events_run_index, if_not_exists=True).compile(dialect=dialect)))
 
 
+def _v4_to_v5(dialect: sa.Dialect, execute: Execute) -> None:
+    """The parent index holds only runs that have a parent."""
+    execute("DROP INDEX IF EXISTS durable_runs_parent")
+    execute(str(CreateIndex(_parent_index).compile(dialect=dialect)))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
+    4: _v4_to_v5,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
