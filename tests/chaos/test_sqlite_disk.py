@@ -117,15 +117,15 @@ def fill(root: Path) -> Path:
 
 
 @contextlib.contextmanager
-def stopped(processes: list[subprocess.Popen[str]]) -> Iterator[None]:
+def stopped(children: Children, processes: list[subprocess.Popen[str]]) -> Iterator[None]:
     """SIGSTOP *processes* for the duration; SIGCONT them after."""
     for process in processes:
-        os.kill(process.pid, signal.SIGSTOP)
+        children.kill(process, signal.SIGSTOP)
     try:
         yield
     finally:
         for process in processes:
-            os.kill(process.pid, signal.SIGCONT)
+            children.kill(process, signal.SIGCONT)
 
 
 def integrity(path: Path) -> str:
@@ -162,7 +162,7 @@ def test_full_disk_pauses_work_and_loses_nothing(disk: Path, children: Children)
     until(lambda: finished(url) >= fill_at, 60, f"{fill_at} runs to finish")
 
     filled = time.time()
-    with stopped(workers):
+    with stopped(children, workers):
         filler = fill(disk)
         wal = (disk / "durable.db-wal").stat().st_size
     assert wal < 1_000 * 4_120, f"the WAL ({wal} bytes) was checkpointed before the fill"
