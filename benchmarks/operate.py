@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import durable
-from durable._records import NewRun, RunStatus, Step, StepKind, StepStatus
+from durable.core.records import NewRun, RunStatus, Step, StepKind, StepStatus
 from durable.ops import Operations
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable._config import configure
 from durable.backends import Backend, MemoryBackend
+from durable.runtime.defaults import configure
 from tests.e2e.harness import Children
 
 POSTGRES_URL = os.environ.get("DURABLE_TEST_POSTGRES_URL")

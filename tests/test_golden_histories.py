@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from durable import NondeterminismError
-from durable._registry import find
+from durable.runtime.registry import find
 from durable.testing import replay
 from tests.histories.record import RECORDINGS
 

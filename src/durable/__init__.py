@@ -1,22 +1,23 @@
 """durable: plain Python functions that survive crashes, restarts and deploys.
 
-Layout: `_decorators` (@workflow, @task) route calls; `_runner` records and replays
-them through the sans-IO cursor in `_replay`; `_engine` owns runs, leases and recovery;
-`backends` store everything; `_serde` and `_hashing` turn values into payloads and
-call identities; `errors` holds every public exception.
+Layout, by layer (each imports only from those before it): `errors`; `core` (records,
+call hashes, payloads, the replay cursor); `backends` (storage); `runtime` (executing
+runs: the run context, the engine, the worker); `api` (the verbs re-exported here);
+then `ops`, `cli`, `web` and `testing`. See docs/architecture.md.
 """
 
+from durable.api.decorators import Call, Task, Workflow, task, workflow
+from durable.api.handles import Handle, cancel, dispatch, get
+from durable.api.primitives import execute, execute_async, now, random, recover, task_key, uuid4
+from durable.api.waiting import send, wait
+from durable.core.records import Run, RunStatus, Step, StepKind, StepStatus
+from durable.core.retry import RetryPolicy
+from durable.runtime.defaults import configure, get_engine
+from durable.runtime.engine import Engine
+from durable.runtime.purging import purge
+from durable.runtime.worker import Worker
+
 from . import errors
-from ._config import configure, get_engine
-from ._decorators import Call, Task, Workflow, task, workflow
-from ._engine import Engine
-from ._handles import Handle, cancel, dispatch, get
-from ._primitives import execute, execute_async, now, random, recover, task_key, uuid4
-from ._purge import purge
-from ._records import Run, RunStatus, Step, StepKind, StepStatus
-from ._retry import RetryPolicy
-from ._waiting import send, wait
-from ._worker import Worker
 from .errors import (
     Cancelled,
     DurableError,

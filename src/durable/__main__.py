@@ -1,5 +1,5 @@
 """`python -m durable`: the command line."""
 
-from ._cli import main
+from durable.cli import main
 
 raise SystemExit(main())

@@ -16,8 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from durable._records import Event, NewRun, Run, RunStatus, Step, StepStatus
 from durable.backends import Backend
+from durable.core.records import Event, NewRun, Run, RunStatus, Step, StepStatus
 
 #: The ids runs are created with, and one no run ever has.
 RUN_IDS = ("r0", "r1", "r2", "r3", "r4")

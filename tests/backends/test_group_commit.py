@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from durable._records import NewRun, RunStatus, Step, StepKind, StepStatus
 from durable.backends import Backend, _group
 from durable.backends._group import GroupCommit, Write
+from durable.core.records import NewRun, RunStatus, Step, StepKind, StepStatus
 from durable.errors import LeaseLost, StorageError
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

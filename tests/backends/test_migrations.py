@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from durable._records import RunStatus
 from durable.backends import _schema
 from durable.backends.sql import SQLBackend
+from durable.core.records import RunStatus
 from tests.conftest import PostgresSchemas
 
 # The version-1 schema exactly as version-1 code created it (generated from that code;

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from durable._records import RunQuery
 from durable.backends._inspect_queries import query_values
 from durable.backends._queries import Statement
 from durable.backends.sql import SQLBackend
+from durable.core.records import RunQuery
 from tests.conftest import PostgresSchemas
 
 #: Cancelling a tree (three statements) and purging: a recursive walk down the tree.

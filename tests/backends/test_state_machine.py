@@ -44,8 +44,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from durable._records import NewRun, RunStatus, Step, StepKind, StepStatus
 from durable.backends import Backend, MemoryBackend
+from durable.core.records import NewRun, RunStatus, Step, StepKind, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 from tests.backends._backend_model import (
     EXPIRED,

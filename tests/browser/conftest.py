@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import durable
-from durable._config import swap
+from durable.runtime.defaults import swap
 from tests.browser import dashboard_app as wf
 
 if TYPE_CHECKING:

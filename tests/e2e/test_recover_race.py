@@ -31,9 +31,10 @@ from typing import Any
 import pytest
 
 import durable
-from durable import RunStatus, _owner
+from durable import RunStatus
 from durable.backends.sql import SQLBackend
 from durable.errors import LeaseLost
+from durable.runtime import owners as _owner
 from tests.e2e.harness import Children
 from tests.e2e.test_crash import stored
 

@@ -1,7 +1,7 @@
 """What the CLI tests share: runs in known states, and `durable` called in-process.
 
 `make_runs` leaves one run in each interesting state on the test's database; `Cli`
-calls `durable._cli.main` with ``--db`` pointing there and captures what it prints.
+calls `durable.cli.main` with ``--db`` pointing there and captures what it prints.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 import durable
 from durable import RunStatus, Worker
-from durable._cli import main
+from durable.cli.main import main
 
 from . import cli_app
 

@@ -20,8 +20,8 @@ import pytest
 
 import durable
 from durable import RunStatus, Worker
-from durable._serde import dumps
-from durable._signing import Signer
+from durable.core.serde import dumps
+from durable.core.signing import Signer
 from durable.errors import PayloadError, PickleRefused
 from tests.conftest import BACKENDS
 from tests.integration import bad_rows_app as app

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from durable._cli import build_parser, main
-from durable._cli_output import Column, cut, field, seconds, table, when, write_csv
+from durable.cli.main import build_parser, main
+from durable.cli.output import Column, cut, field, seconds, table, when, write_csv
 
 COMMANDS = [
     "worker", "ls", "show", "history", "stats", "start", "cancel", "retry", "send",

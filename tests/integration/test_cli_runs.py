@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import durable
-from durable._cli import main
+from durable.cli.main import main
 
 from . import cli_app
 from .cli_world import BOTH, Cli, make_runs

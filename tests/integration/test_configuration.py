@@ -21,9 +21,9 @@ import pytest
 
 import durable
 from durable import RunStatus
-from durable._records import NewRun
 from durable.backends._connections import Session
 from durable.backends.sql import SQLBackend
+from durable.core.records import NewRun
 from durable.errors import ConfigurationError, StorageError
 
 #: The directory this process imports durable from: children import the same code.

@@ -21,11 +21,11 @@ import pytest
 
 import durable
 from durable import RunStatus
-from durable._records import NewRun
 from durable.backends import _relaxed
 from durable.backends._group import Write, in_one_transaction, one_by_one
 from durable.backends._relaxed import RelaxedCommits
 from durable.backends.sql import SQLBackend
+from durable.core.records import NewRun
 
 #: What each level reads back as from ``PRAGMA synchronous``.
 LEVELS = {"0": "OFF", "1": "NORMAL", "2": "FULL", "3": "EXTRA"}

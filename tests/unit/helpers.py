@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import durable
-from durable._records import Run, Step
+from durable.core.records import Run, Step
 
 
 class Crash(BaseException):

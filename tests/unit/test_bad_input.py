@@ -13,7 +13,7 @@ import pytest
 
 import durable
 from durable import RunStatus, StepStatus, execute, task, workflow
-from durable._records import NewRun
+from durable.core.records import NewRun
 from durable.errors import DuplicateNameError, SerializationError, StorageError
 from tests.unit.helpers import history, run
 

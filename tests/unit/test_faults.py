@@ -8,7 +8,7 @@ import pytest
 
 import durable
 from durable import task, workflow
-from durable._faults import parse
+from durable.core.faults import parse
 from durable.errors import ConfigurationError
 from durable.testing import FAULT_POINTS, InjectedFault, arm_fault, disarm_faults
 

@@ -1,4 +1,4 @@
-"""Call identity (`durable._hashing`): what makes two calls the same, and that the hash
+"""Call identity (`durable.core.hashing`): what makes two calls the same, and that the hash
 is the same in every process whatever PYTHONHASHSEED says."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import durable
-from durable._hashing import HASH_VERSION, call_hash, canonical
+from durable.core.hashing import HASH_VERSION, call_hash, canonical
 
 HERE = __name__
 
@@ -368,7 +368,7 @@ PROBE = textwrap.dedent(
     import hashlib
     import pickle
 
-    from durable._hashing import call_hash
+    from durable.core.hashing import call_hash
 
     WORDS = [f"word-{i}" for i in range(40)]
 

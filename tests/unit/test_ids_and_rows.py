@@ -9,9 +9,9 @@ import uuid
 import pytest
 
 from durable import execute, workflow
-from durable._ids import new_run_id
-from durable._records import Step, StepKind, StepStatus
 from durable.backends import _rows, _schema
+from durable.core.ids import new_run_id
+from durable.core.records import Step, StepKind, StepStatus
 
 
 def test_a_generated_id_is_a_uuid7_in_32_hex_digits() -> None:
@@ -42,7 +42,7 @@ def test_runs_without_an_id_get_time_ordered_ids() -> None:
 
     @workflow
     def whoami() -> str:
-        from durable._execution import current_run
+        from durable.runtime.execution import current_run
 
         context = current_run()
         assert context is not None

@@ -13,8 +13,8 @@ import pytest
 
 import durable
 from durable import RunStatus, Worker, dispatch, task, workflow
-from durable._clock import DatabaseClock
 from durable.backends import MemoryBackend
+from durable.core.clock import DatabaseClock
 from durable.errors import StorageError
 
 
@@ -131,7 +131,7 @@ class FakeTime:
 def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
     """Replace the time module the clocks read."""
     fake = FakeTime()
-    monkeypatch.setattr("durable._clock.time", fake)
+    monkeypatch.setattr("durable.core.clock.time", fake)
     return fake
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from durable import StepKind, StepStatus, execute, execute_async, task, workflow
-from durable._decorators import Durable
+from durable.api.decorators import Durable
 from tests.unit.helpers import history
 
 pytestmark = pytest.mark.usefixtures("memory_engine")

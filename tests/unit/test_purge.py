@@ -11,7 +11,7 @@ import pytest
 
 import durable
 from durable import RunStatus, dispatch, task, wait, workflow
-from durable._cli_purge import parse_age
+from durable.cli.purge import parse_age
 from durable.testing import DurableEnv
 
 DAY = dt.timedelta(days=1)

@@ -9,11 +9,11 @@ import pytest
 
 import durable
 from durable import RunStatus, execute, task, workflow
-from durable._hashing import call_hash
-from durable._owner import host
-from durable._records import NewRun
 from durable.backends.memory import MemoryBackend
+from durable.core.hashing import call_hash
+from durable.core.records import NewRun
 from durable.errors import RunDead
+from durable.runtime.owners import host
 
 DEAD_OWNER = f"{host()}:999999:1:gone"  # a pid that does not exist on this host
 

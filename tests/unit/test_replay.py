@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from durable._records import Step, StepKind, StepStatus
-from durable._replay import Replay
+from durable.core.records import Step, StepKind, StepStatus
+from durable.core.replay import Replay
 from durable.errors import NondeterminismError
 
 

@@ -16,8 +16,8 @@ import pytest
 
 import durable
 from durable import RunStatus, StepStatus, execute, task, workflow
-from durable._serde import dumps
-from durable._signing import HEAD_LEN, Signer, key_id
+from durable.core.serde import dumps
+from durable.core.signing import HEAD_LEN, Signer, key_id
 from durable.errors import (
     ConfigurationError,
     PayloadError,

@@ -1,4 +1,4 @@
-"""Payload encoding (`durable._serde`): exact round-trips, the pickle boundary, corrupt
+"""Payload encoding (`durable.core.serde`): exact round-trips, the pickle boundary, corrupt
 rows and recorded exceptions."""
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durable import _serde
-from durable._error_payload import dump_error, load_error
-from durable._serde import dumps, loads
+from durable.core import serde as _serde
+from durable.core.error_payloads import dump_error, load_error
+from durable.core.serde import dumps, loads
 from durable.errors import (
     NondeterminismError,
     PayloadError,

@@ -13,7 +13,7 @@ import pytest
 
 import durable
 from durable import RunStatus, Worker, dispatch, send, task, wait, workflow
-from durable._config import swap
+from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
 from durable.web._api import route
 from durable.web._http import MAX_BODY

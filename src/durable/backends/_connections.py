@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from durable import _faults
+from durable.core import faults as _faults
 from durable.errors import ConfigurationError, StorageError
 
 from ._relaxed import RelaxedCommits

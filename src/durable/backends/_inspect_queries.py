@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 
-from durable._records import RunQuery, RunStatus, StepKind, StepStatus
+from durable.core.records import RunQuery, RunStatus, StepKind, StepStatus
 
 from ._schema import actions, history, runs
 

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from durable._records import (
+from durable.core.records import (
     Action,
     Outcome,
     Run,

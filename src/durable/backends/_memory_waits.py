@@ -12,7 +12,7 @@ import itertools
 import threading
 from collections.abc import Callable, Sequence
 
-from durable._records import Event, Run, RunStatus, Step, StepStatus
+from durable.core.records import Event, Run, RunStatus, Step, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
 from ._hub import Hub

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from durable._records import Action, Event, NewRun, Outcome, Run, RunQuery, RunStatus, Step
+from durable.core.records import Action, Event, NewRun, Outcome, Run, RunQuery, RunStatus, Step
 
 #: The topic notified when a run starts sleeping: workers read `Backend.next_wake` again.
 TIMERS = "timers"

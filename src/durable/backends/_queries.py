@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from durable._records import RunStatus, StepStatus
+from durable.core.records import RunStatus, StepStatus
 
 from ._inspect_queries import InspectQueries
 from ._schema import events, history, runs

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from durable._records import Event, Run, RunStatus, Step, StepKind, StepStatus
+from durable.core.records import Event, Run, RunStatus, Step, StepKind, StepStatus
 
 RUN_STATUS = {status.value: status for status in RunStatus}
 _STEP_STATUS = {status.value: status for status in StepStatus}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from durable._records import Action, Outcome, Run, RunQuery, RunStatus
+from durable.core.records import Action, Outcome, Run, RunQuery, RunStatus
 
 from . import _rows
 from ._connections import Connections

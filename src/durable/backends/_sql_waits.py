@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from durable._records import Event, RunStatus, Step, StepStatus
+from durable.core.records import Event, RunStatus, Step, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
 from . import _rows

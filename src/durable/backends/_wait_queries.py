@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from durable._records import RunStatus
+from durable.core.records import RunStatus
 
 from ._protocol import TIMERS
 from ._schema import events, runs

@@ -12,8 +12,8 @@ import itertools
 import threading
 from collections.abc import Sequence
 
-from durable._clock import SYSTEM_CLOCK, Clock
-from durable._records import Action, Event, NewRun, Run, RunStatus, Step
+from durable.core.clock import SYSTEM_CLOCK, Clock
+from durable.core.records import Action, Event, NewRun, Run, RunStatus, Step
 from durable.errors import LeaseLost, StorageError
 
 from ._hub import Hub, Watch

@@ -20,7 +20,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, make_url
 
-from durable._records import NewRun, Run, RunStatus, Step
+from durable.core.records import NewRun, Run, RunStatus, Step
 from durable.errors import ConfigurationError, LeaseLost
 
 from . import _rows, _schema

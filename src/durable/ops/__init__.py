@@ -21,15 +21,15 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from durable import _registry
-from durable._engine import Engine
-from durable._records import Run, RunQuery, RunStatus
+from durable.core.records import Run, RunQuery, RunStatus
 from durable.errors import (
     IdempotencyConflict,
     RunFinished,
     RunNotFound,
     SerializationError,
 )
+from durable.runtime import registry as _registry
+from durable.runtime.engine import Engine
 
 from . import _views
 from ._check import check_run, unfinished

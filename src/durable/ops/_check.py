@@ -1,7 +1,7 @@
 """``durable check``: would today's code resume the unfinished runs in a database?
 
 Each unfinished run's stored history is replayed against the code registered in this
-process, executing and writing nothing (`durable._dry_replay`). A run whose code now
+process, executing and writing nothing (`durable.runtime.dry_replay`). A run whose code now
 makes other durable calls than it recorded would stop as BLOCKED on resuming after a
 deploy; this says so before the deploy.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from durable import _registry
-from durable._dry_replay import dry_replay
-from durable._engine import Engine
-from durable._records import Run, RunQuery, RunStatus, StepKind
+from durable.core.records import Run, RunQuery, RunStatus, StepKind
 from durable.errors import DurableError, NondeterminismError
+from durable.runtime import registry as _registry
+from durable.runtime.dry_replay import dry_replay
+from durable.runtime.engine import Engine
 
 UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.BLOCKED)
 _PAGE = 500

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from durable._records import Step, StepKind, StepStatus
+from durable.core.records import Step, StepKind, StepStatus
 
 
 def reopened(history: Sequence[Step]) -> tuple[list[int], list[str]]:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from durable._records import Outcome
+from durable.core.records import Outcome
 
 from ._values import iso
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from durable._serde import JSON, loads
+from durable.core.serde import JSON, loads
 from durable.errors import DurableError
 
 #: Values whose JSON is longer than this are cut to this many characters.

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from durable._records import Action, Event, Run, Step, StepKind, StepStatus
+from durable.core.records import Action, Event, Run, Step, StepKind, StepStatus
 
 from ._values import duration, error, iso, value
 

@@ -12,11 +12,11 @@
   points (`FAULT_POINTS`), as chaos tests do; ``DURABLE_FAULTS`` arms subprocesses.
 """
 
-from durable._faults import POINTS as FAULT_POINTS
-from durable._faults import InjectedFault
-from durable._faults import arm as arm_fault
-from durable._faults import disarm as disarm_faults
 from durable.backends.memory import MemoryBackend
+from durable.core.faults import POINTS as FAULT_POINTS
+from durable.core.faults import InjectedFault
+from durable.core.faults import arm as arm_fault
+from durable.core.faults import disarm as disarm_faults
 from durable.testing._env import DurableEnv, History, VirtualClock
 from durable.testing._golden import export_history, replay
 from durable.testing._suite import CHECKS, check_backend

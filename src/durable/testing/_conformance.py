@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from durable._records import NewRun, Run, RunStatus, Step, StepKind, StepStatus
 from durable.backends import Backend
+from durable.core.records import NewRun, Run, RunStatus, Step, StepKind, StepStatus
 from durable.errors import LeaseLost
 
 MakeBackend = Callable[[], Backend]

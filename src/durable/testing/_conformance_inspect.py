@@ -8,8 +8,8 @@ import json
 import time
 from collections.abc import Callable
 
-from durable._records import NewRun, RunQuery, RunStatus, StepKind, StepStatus
 from durable.backends import Backend
+from durable.core.records import NewRun, RunQuery, RunStatus, StepKind, StepStatus
 
 from ._conformance import OWNER, MakeBackend, _child, _new, _opened, _step
 

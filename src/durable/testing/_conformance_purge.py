@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from durable._records import RunStatus
 from durable.backends import Backend
+from durable.core.records import RunStatus
 
 from ._conformance import OWNER, MakeBackend, _child, _new, _opened, _race, _step
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from durable._records import RunStatus, Step, StepKind, StepStatus
+from durable.core.records import RunStatus, Step, StepKind, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
 from ._conformance import OWNER, MakeBackend, _child, _get, _new, _opened, _race

@@ -14,14 +14,15 @@ import datetime as dt
 import threading
 from typing import Any, TypeVar
 
-from durable import _config, _registry
-from durable._decorators import Durable
-from durable._engine import Engine
-from durable._handles import Handle, _one_call
-from durable._records import Run, RunStatus, Step, StepKind
-from durable._waiting import send
+from durable.api.decorators import Durable
+from durable.api.handles import Handle, _one_call
+from durable.api.waiting import send
 from durable.backends.memory import MemoryBackend
+from durable.core.records import Run, RunStatus, Step, StepKind
 from durable.errors import DurableError
+from durable.runtime import defaults as _config
+from durable.runtime import registry as _registry
+from durable.runtime.engine import Engine
 
 R = TypeVar("R")
 

@@ -14,12 +14,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from durable._config import get_engine
-from durable._decorators import Durable
-from durable._dry_replay import dry_replay
-from durable._engine import Engine
-from durable._records import Run, RunStatus, Step, StepKind, StepStatus
+from durable.api.decorators import Durable
 from durable.backends.memory import MemoryBackend
+from durable.core.records import Run, RunStatus, Step, StepKind, StepStatus
+from durable.runtime.defaults import get_engine
+from durable.runtime.dry_replay import dry_replay
+from durable.runtime.engine import Engine
 
 FORMAT = "durable-history"
 VERSION = 1

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from durable._engine import Engine
 from durable.errors import StorageError
 from durable.ops import Operations, OpsError
+from durable.runtime.engine import Engine
 
 from ._api import Api, Route
 from ._http import HTTPError, Request, Response, not_modified

@@ -1,0 +1,147 @@
+"""Runs in the background: dispatch one, hold a Handle to it, wait for it, cancel it."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar, overload
+
+from durable.core.records import Run, RunStatus
+from durable.errors import NotDurableError
+from durable.runtime import children as _children
+from durable.runtime.defaults import get_engine
+from durable.runtime.engine import Engine
+from durable.runtime.runner import RunContext
+from durable.runtime.scope import current
+
+from .decorators import Call, Durable
+
+R = TypeVar("R")
+
+
+class Handle(Generic[R]):
+    """A run in the background: ask its status, wait for its result, cancel it.
+
+    Made by `dispatch` or `durable.get(id)`. Cheap to create: it holds only the id.
+    """
+
+    __slots__ = ("_engine", "id")
+
+    def __init__(self, engine: Engine, run_id: str) -> None:
+        self._engine = engine
+        #: the run's id.
+        self.id = run_id
+
+    def run(self) -> Run:
+        """The run as stored now (raises RunNotFound if it was deleted)."""
+        return self._engine.reread(self.id)
+
+    def status(self) -> RunStatus:
+        """The run's status now: queued, running, waiting, blocked, completed, failed,
+        cancelled or dead."""
+        return self.run().status
+
+    def result(self, timeout: float | None = None) -> R:
+        """Wait for the run to finish and return its result (see `wait`)."""
+        from .waiting import wait
+
+        return wait(self, timeout=timeout)
+
+    def cancel(self) -> bool:
+        """Cancel the run and its children (see `cancel`)."""
+        return self._engine.cancel(self.id)
+
+    def __repr__(self) -> str:
+        return f"<Handle {self.id}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Handle) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+
+@overload
+def dispatch(
+    target: Call[R], /, *, id: str | None = None, queue: str = "default", priority: int = 0
+) -> Handle[R]: ...
+@overload
+def dispatch(
+    target: Durable[..., R],
+    /,
+    *args: Any,
+    id: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    **kwargs: Any,
+) -> Handle[R]: ...
+def dispatch(
+    target: Any,
+    /,
+    *args: Any,
+    id: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    **kwargs: Any,
+) -> Handle[Any]:
+    """Start a workflow or task in the background and return a `Handle` to it.
+
+    In application code the run is stored QUEUED (committed before this returns) for a
+    worker serving *queue*; workers take higher *priority* first, then older runs.
+    Dispatching again with the same *id* and the same call returns the existing run's
+    handle. Inside a workflow the dispatch is recorded at its position, and the child's
+    id is derived from the parent's, so replay finds the same child.
+
+    Raises:
+        IdempotencyConflict: *id* belongs to a run of another call.
+        SerializationError: an argument cannot be stored; nothing was written.
+    """
+    call = _one_call(target, args, kwargs)
+    context = current.get()
+    if isinstance(context, RunContext):
+        if id is not None:
+            raise TypeError(
+                "id= is for application code; inside a workflow, child ids are derived."
+            )
+        return Handle(
+            context.engine, _children.dispatch(context, call, queue=queue, priority=priority)
+        )
+    engine = get_engine()
+    run = engine.dispatch_call(call, run_id=id, queue=queue, priority=priority)
+    return Handle(engine, run.id)
+
+
+def _one_call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call[Any]:
+    if isinstance(target, Durable):
+        return target.bind(*args, **kwargs)
+    if isinstance(target, Call) and not args and not kwargs:
+        return target
+    raise NotDurableError(
+        f"{getattr(target, '__qualname__', repr(target))} is not a workflow or task (or one "
+        "bound call). Decorate it with @durable.workflow or @durable.task."
+    )
+
+
+def get(run_id: str) -> Handle[Any]:
+    """A handle to the run with this id, on the default database.
+
+    Raises:
+        RunNotFound: no run has this id.
+    """
+    engine = get_engine()
+    engine.reread(run_id)
+    return Handle(engine, run_id)
+
+
+def cancel(run_id: str) -> bool:
+    """Cancel a run and every unfinished run below it (its children, theirs...).
+
+    A queued run never starts. A running one sees `Cancelled` raised at its next durable
+    call, so its ``finally`` blocks run (and may call tasks); it ends CANCELLED.
+
+    Returns:
+        True if the run is cancelled or will stop at its next durable call; False if it
+        had already finished, in which case nothing changes.
+
+    Raises:
+        RunNotFound: no run has this id.
+    """
+    return get_engine().cancel(run_id)

@@ -1,0 +1,149 @@
+"""The public verbs of time and events: `wait` and `send`.
+
+Inside a workflow both are durable calls (see `_waits.py` for what they record);
+outside one, `wait` simply blocks the calling thread and `send` stores an event.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from typing import Any, TypeVar, overload
+
+from durable.errors import DurableError
+from durable.runtime import waits as _waits
+from durable.runtime.defaults import get_engine
+from durable.runtime.runner import RunContext
+from durable.runtime.scope import current
+
+from .handles import Handle
+
+R = TypeVar("R")
+
+
+@overload
+def wait(handle: Handle[R], /, *, timeout: float | dt.timedelta | None = None) -> R: ...
+@overload
+def wait(duration: float | dt.timedelta, /) -> None: ...
+@overload
+def wait(*, until: dt.datetime) -> None: ...
+@overload
+def wait(event: str, /, *, timeout: float | dt.timedelta | None = None) -> Any: ...
+def wait(
+    what: Handle[Any] | float | dt.timedelta | str | None = None,
+    /,
+    *,
+    until: dt.datetime | None = None,
+    timeout: float | dt.timedelta | None = None,
+) -> Any:
+    """Wait for a run, for a while, until a moment, or for an event.
+
+    * ``wait(handle, timeout=None)``: the run's result (or its exception raised).
+    * ``wait(timedelta(hours=12))`` or ``wait(3600)``: a durable sleep.
+    * ``wait(until=aware_datetime)``: sleep until that moment.
+    * ``wait("reviewed", timeout=timedelta(days=3))``: the payload of the next event
+      named ``"reviewed"`` sent to this run (see `send`), or None if *timeout* passes
+      first. Events sent before the wait is reached wait in the run's inbox; each is
+      consumed by one wait, oldest first.
+
+    Inside a workflow each wait is recorded: its deadline the first time it runs, and
+    how it ended, so replay takes the same branch. A wait that is not over suspends
+    the run, which then holds no thread or worker slot until it is due (waits of at
+    most `Engine.max_inline_wait` seconds just sleep). Outside a workflow, a sleep
+    blocks the calling thread and ``wait(handle)`` blocks until the run finishes.
+
+    Raises:
+        WaitTimeout: waiting for a run that did not finish within *timeout*.
+        TypeError, ValueError: the arguments do not name one kind of wait.
+        DurableError: an event wait outside a workflow (only runs have inboxes).
+    """
+    seconds = _seconds(timeout, "timeout")
+    context = current.get()
+    if isinstance(what, Handle):
+        _only(until=until)
+        if isinstance(context, RunContext):
+            return _waits.join(context, what.id, seconds)
+        engine = what._engine
+        return engine.outcome(engine.wait_for_run(what.id, timeout=seconds))
+    if isinstance(what, str):
+        _only(until=until)
+        if not what:
+            raise ValueError("An event name must not be empty.")
+        if not isinstance(context, RunContext):
+            raise DurableError(
+                f"wait({what!r}) waits for an event sent to a run, so it works inside a "
+                "workflow only. From application code, wait for the run instead: "
+                "wait(handle)."
+            )
+        return _waits.receive(context, what, seconds)
+    if timeout is not None:
+        raise TypeError("timeout= goes with wait(handle) or wait(event_name), not sleeps.")
+    if (what is None) == (until is None):
+        raise TypeError(
+            "wait() takes one of: a Handle, a duration (timedelta or seconds), until=a "
+            "datetime, or an event name."
+        )
+    now = context.engine.clock.now() if isinstance(context, RunContext) else time.time()
+    if until is not None:
+        if until.tzinfo is None or until.utcoffset() is None:
+            raise ValueError(
+                f"wait(until={until!r}) needs a timezone-aware datetime: a naive one is "
+                "ambiguous. Use durable.now() + timedelta(...), or datetime.now(UTC)."
+            )
+        deadline = until.timestamp()
+    else:
+        deadline = now + (_seconds(what, "duration") or 0.0)
+    if isinstance(context, RunContext):
+        _waits.sleep_until(context, deadline)
+        return None
+    if deadline > now:
+        time.sleep(deadline - now)  # plain code (a task body, or the application)
+    return None
+
+
+def _only(*, until: dt.datetime | None) -> None:
+    if until is not None:
+        raise TypeError("until= is for sleeps: wait(until=datetime) alone.")
+
+
+def _seconds(value: object, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number of seconds, got {value}.")
+        return float(value)
+    raise TypeError(f"{name} must be a timedelta or a number of seconds, got {value!r}.")
+
+
+def send(
+    run: str | Handle[Any], event: str, payload: Any = None, *, key: str | None = None
+) -> None:
+    """Send event *event*, carrying *payload*, to a run: its next ``wait(event)`` gets it.
+
+    The event is stored durably before this returns and waits in the run's inbox if
+    the run has not reached its wait yet; events of one name are consumed in the order
+    they were sent. Inside a workflow the send is recorded, so replay never sends it
+    twice. From application code, pass a *key* (a webhook's delivery id, say) to make
+    retried sends deliver once: a key the run has seen before is ignored.
+
+    Raises:
+        RunNotFound: no run has this id.
+        RunFinished: the run has finished; it would never consume the event.
+        SerializationError: the payload cannot be stored; nothing was sent.
+    """
+    run_id = run.id if isinstance(run, Handle) else run
+    if not event:
+        raise ValueError(f"An event name must be a non-empty string, got {event!r}.")
+    context = current.get()
+    if isinstance(context, RunContext):
+        if key is not None:
+            raise TypeError("key= is for application code; inside a workflow, sends are keyed.")
+        _waits.send(context, run_id, event, payload)
+        return
+    engine = run._engine if isinstance(run, Handle) else get_engine()
+    data = engine.dump(payload, f"the payload of event {event!r}")
+    engine.backend.send_event(run_id, event, data, key=key)

@@ -1,0 +1,5 @@
+"""The `durable` command line (also `python -m durable`)."""
+
+from .main import main
+
+__all__ = ["main"]

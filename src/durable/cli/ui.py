@@ -1,0 +1,168 @@
+"""`durable ui`: serve the dashboard and the REST API for one database."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from durable.runtime.engine import DEFAULT_URL
+
+from .common import add_db_option
+
+log = logging.getLogger("durable.cli")
+
+EXAMPLES = """\
+examples:
+  durable ui                                   # ./durable.db on http://127.0.0.1:8765
+  durable ui myapp.workflows --db postgresql://app@db/app
+  durable ui --read-only --port 9000
+  DURABLE_UI_TOKEN=s3cret durable ui --host 0.0.0.0 --allow-host ops.example.com
+
+The first line on stdout is the URL to open; it holds the login token. Scripts send the
+token as "Authorization: Bearer TOKEN" to the API under /api/v1. Import the MODULEs
+whose workflows the dashboard should be able to start; a worker runs them.
+
+Listening on an address other than loopback needs an explicit token (--token or
+$DURABLE_UI_TOKEN), since anyone who can reach the port can try it; the traffic is plain
+HTTP, so put TLS in a reverse proxy in front.
+"""
+
+
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``ui`` to the subcommands of the `durable` parser."""
+    ui = commands.add_parser(
+        "ui",
+        help="serve the dashboard and the REST API",
+        description="Serve the web dashboard and the JSON API (/api/v1) for a database, "
+        "until Ctrl-C.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ui.add_argument(
+        "modules",
+        nargs="*",
+        metavar="MODULE",
+        help="dotted module name or .py file whose workflows may be started from the API",
+    )
+    add_db_option(ui)
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    ui.add_argument(
+        "--port", type=int, default=8765, help="port (default: 8765; 0 picks a free one)"
+    )
+    ui.add_argument(
+        "--token",
+        default=os.environ.get("DURABLE_UI_TOKEN"),
+        metavar="VALUE",
+        help="the login token (default: $DURABLE_UI_TOKEN, else a random one)",
+    )
+    ui.add_argument("--read-only", action="store_true", help="refuse start, cancel, retry and send")
+    ui.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name to accept besides localhost and 127.0.0.1 (repeatable)",
+    )
+    ui.add_argument(
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default: WARNING; DEBUG logs every request",
+    )
+    ui.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """`durable ui`: serve until SIGINT or SIGTERM, then exit 0."""
+    from durable.runtime.defaults import configure
+    from durable.web import make_app, serve
+
+    from .main import import_modules
+
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if not _is_loopback(args.host):
+        if not args.token:
+            print(
+                f"durable: refusing to listen on {args.host} with a generated token: anyone "
+                "who can reach it could try to log in. Pass --token VALUE (or set "
+                "$DURABLE_UI_TOKEN), or listen on 127.0.0.1.",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"durable: warning: listening on {args.host}, reachable from other machines over "
+            "plain HTTP. Put a TLS reverse proxy in front.",
+            file=sys.stderr,
+        )
+    url = args.db or DEFAULT_URL
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///").split("?", 1)[0])
+        if not path.exists():
+            # Opening it would create an empty database: almost surely a wrong path.
+            print(f"durable: no database file at {path}; check --db.", file=sys.stderr)
+            return 1
+    try:
+        import_modules(args.modules)
+    except Exception as error:
+        print(f"durable: cannot import {' '.join(args.modules)}: {error}", file=sys.stderr)
+        return 2
+    engine = configure(url)
+    app = make_app(
+        engine, token=args.token, read_only=args.read_only, allowed_hosts=args.allow_host
+    )
+    try:
+        server = serve(app, host=args.host, port=args.port)
+    except OSError as error:
+        engine.close()
+        print(f"durable: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    threading.Thread(target=server.serve_forever, name="durable-ui", daemon=True).start()
+    print(f"{_public_url(args, server.server_port)}?token={app.token}", flush=True)
+    print(
+        "durable ui: open the URL above (it holds the login token); Ctrl-C stops.",
+        file=sys.stderr,
+        flush=True,
+    )
+    while not stop.wait(0.5):
+        pass  # the main thread stays free to run signal handlers
+    server.shutdown()
+    server.server_close()
+    engine.close()
+    return 0
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def _public_url(args: argparse.Namespace, port: int) -> str:
+    """The URL to print: the bound address, or for a wildcard bind the first allowed
+    host name (which the Host check accepts), else 127.0.0.1."""
+    host = args.host
+    if host in ("0.0.0.0", "::", ""):
+        host = args.allow_host[0] if args.allow_host else "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"

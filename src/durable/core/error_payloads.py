@@ -1,0 +1,190 @@
+"""Recorded exceptions: stored with their class, args and attributes; rebuilt as their type.
+
+A failed task or workflow is recorded so that replay raises the same thing: an
+exception of the same class (so ``except`` clauses match the same way), with the same
+``args`` and attributes. It is rebuilt without calling ``__init__``, whose signature
+rarely matches ``args``. What cannot be stored is dropped rather than losing the error,
+and an error too large for ``max_payload`` is cut down to its type, message and traceback.
+"""
+
+from __future__ import annotations
+
+import traceback
+import types
+from typing import Any
+
+from durable.errors import PayloadError, RecordedError
+
+from .classes import class_ref, resolve_class
+from .serde import TAG, _Encoder, _json_bytes, _safe_str, _where, loads, seal
+from .signing import Signer
+
+#: How much of the message and the traceback an error cut down to fit keeps.
+_CUT_MESSAGE = 2_000
+_CUT_TRACEBACK = 20_000
+
+
+def dump_error(
+    error: BaseException,
+    *,
+    allow_pickle: bool,
+    signer: Signer | None = None,
+    max_size: int | None = None,
+) -> bytes:
+    """Encode an exception so that `load_error` rebuilds one of the same type.
+
+    The class is stored by name with ``args`` and instance attributes; values that
+    cannot be stored are dropped rather than failing, because the error must be
+    recorded whatever it carries. For the same reason an error larger than *max_size*
+    is recorded without its args and attributes, its message and traceback cut short.
+    """
+    cls = type(error)
+    record: dict[str, Any] = {
+        "type": class_ref(cls),
+        "message": _safe_str(error),
+        "traceback": "".join(traceback.format_exception(error)),
+    }
+    pickled = False
+    args = _encode_or_drop(list(error.args), allow_pickle)
+    if args is not None:  # otherwise load_error falls back to (message,)
+        record["args"], pickled = args
+    # Builtin slots hold small plain values, so they are never pickled; instance
+    # attributes come second and win a clash.
+    attributes = [(k, v, False) for k, v in _builtin_attributes(error).items()]
+    attributes += [(k, v, allow_pickle) for k, v in _instance_attributes(error).items()]
+    state: dict[str, Any] = {}
+    for key, value, may_pickle in attributes:
+        # One attribute that cannot be stored must not lose the error.
+        encoded = _encode_or_drop(value, may_pickle)
+        if encoded is not None:
+            state[key], was_pickled = encoded
+            pickled = pickled or was_pickled
+    if state:
+        record["state"] = state
+    data = seal(_json_bytes(record), pickled=pickled, signer=signer)
+    if max_size is not None and len(data) > max_size:
+        return _cut(record, len(data), max_size)
+    return data
+
+
+def _cut(record: dict[str, Any], size: int, limit: int) -> bytes:
+    """The error in *record* as plain JSON of bounded size (never pickled)."""
+    message = record["message"]
+    if len(message) > _CUT_MESSAGE:
+        message = message[:_CUT_MESSAGE] + "..."
+    note = (
+        f" [recorded without its args and attributes: it was {size:,} bytes, over the "
+        f"payload limit of {limit:,} (max_payload)]"
+    )
+    small = {
+        "type": record["type"],
+        "message": message + note,
+        "traceback": record["traceback"][-_CUT_TRACEBACK:],
+    }
+    return seal(_json_bytes(small), pickled=False, signer=None)
+
+
+def _encode_or_drop(value: Any, allow_pickle: bool) -> tuple[Any, bool] | None:
+    """The encoded tree and whether it holds a pickle, or None when it cannot be stored.
+
+    Any failure counts (not only unencodable values): a property that raises or a
+    cycle must not stop an error from being recorded.
+    """
+    encoder = _Encoder(allow_pickle)
+    try:
+        return encoder.encode(value), encoder.pickled
+    except Exception:
+        return None
+
+
+def _instance_attributes(error: BaseException) -> dict[str, Any]:
+    state = dict(getattr(error, "__dict__", {}))
+    state.pop("__notes__", None)
+    # The record is decoded as one plain dict, where a "$durable" key would read as a tag.
+    return {k: v for k, v in state.items() if type(k) is str and k != TAG}
+
+
+#: ``obj`` is the object an AttributeError was raised on: arbitrary, possibly huge.
+_SKIPPED_SLOTS = frozenset({"obj", "__weakref__"})
+
+
+def _builtin_attributes(error: BaseException) -> dict[str, Any]:
+    """Attributes builtin exceptions keep in C slots rather than ``__dict__``.
+
+    An OSError's errno and filename, a SyntaxError's line, an ImportError's name: they
+    are not all in ``args``, and `load_error` does not run ``__init__`` to parse them.
+    """
+    found: dict[str, Any] = {}
+    for klass in type(error).__mro__:
+        if klass.__module__ != "builtins" or klass is BaseException or klass is object:
+            continue
+        for name, slot in vars(klass).items():
+            if name in _SKIPPED_SLOTS or not isinstance(
+                slot, types.MemberDescriptorType | types.GetSetDescriptorType
+            ):
+                continue
+            try:
+                value = getattr(error, name)
+            except Exception:  # e.g. characters_written, unset on most OSErrors
+                continue
+            if value is not None:
+                found.setdefault(name, value)
+    return found
+
+
+def load_error(
+    data: bytes,
+    *,
+    allow_pickle: bool,
+    run_id: str | None = None,
+    position: int | None = None,
+    signer: Signer | None = None,
+) -> BaseException:
+    """Rebuild the exception recorded by `dump_error`, of the same type when it imports.
+
+    The instance is created without calling ``__init__`` (whose signature may not match
+    ``args``) and gets its ``args`` and attributes back. A class that no longer imports,
+    or cannot be rebuilt, becomes a `RecordedError` carrying the original type name and
+    traceback.
+    """
+    record = loads(data, allow_pickle=allow_pickle, run_id=run_id, position=position, signer=signer)
+    if not isinstance(record, dict) or "type" not in record:
+        raise PayloadError(
+            f"{_where(run_id, position)} is not a recorded error.", run_id=run_id, position=position
+        )
+    message = str(record.get("message", ""))
+    recorded_tb = str(record.get("traceback", ""))
+    args = record.get("args")
+    args = tuple(args) if isinstance(args, list) else (message,)
+    try:
+        cls = resolve_class(
+            record["type"], lambda c: issubclass(c, BaseException), "an exception class"
+        )
+        error = _new_error(cls, args)
+    except Exception:
+        return RecordedError(
+            f"{record['type']}: {message}",
+            type_name=record["type"],
+            recorded_traceback=recorded_tb,
+        )
+    state = record.get("state")
+    if isinstance(state, dict):
+        for key, value in state.items():
+            try:
+                setattr(error, key, value)
+            except Exception:  # read-only (an ExceptionGroup's exceptions) or refused
+                continue
+    return error
+
+
+def _new_error(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    # __new__ only. Given the args it builds what needs them (an ExceptionGroup refuses
+    # to exist without them); anything it cannot build that way is built bare.
+    try:
+        error = cls.__new__(cls, *args)
+    except Exception:
+        error = cls.__new__(cls)
+    if type(error) is not cls:  # a __new__ that picked another class (OSError does)
+        error = cls.__new__(cls)
+    error.args = args
+    return error

@@ -1,0 +1,126 @@
+"""Runs started by a run: child workflows run inline, and dispatched runs.
+
+A child's id is derived from its parent's id and position (``parent/3``), so replay
+finds the same child. What the parent records at that position is the child's
+outcome (or, for a dispatch, the child's id): replay never needs the child again.
+
+A child executed inline that has to wait (or that another owner has taken over)
+does not hold its parent's thread: the parent suspends too, waiting on
+``run:<child>``, and is queued again when the child finishes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from durable.api.decorators import Call
+from durable.core import faults as _faults
+from durable.core.hashing import call_hash
+from durable.core.records import Step, StepKind, StepStatus
+from durable.core.replay import describe
+from durable.errors import (
+    Cancelled,
+    IdempotencyConflict,
+    LeaseLost,
+    NondeterminismError,
+    PayloadError,
+    StorageError,
+)
+
+from .scope import RELEASED
+
+if TYPE_CHECKING:
+    from .runner import Pending, RunContext
+
+
+def child_id(context: RunContext, position: int) -> str:
+    """The id of the child run started at *position*: stable across replays."""
+    return f"{context.run_id}/{position}"
+
+
+def run_child(context: RunContext, pending: Pending) -> Any:
+    """Execute a child workflow inline, as its own run, and record its outcome here."""
+    context.attempt(pending)
+    child = child_id(context, pending.position)
+    try:
+        value = context.engine.execute_call(
+            pending.call, run_id=child, parent_id=context.run_id, queue=context.queue, nested=True
+        )
+    except (Exception, Cancelled) as error:
+        _child_failed(context, pending, error)
+        raise
+    if value is RELEASED:
+        raise context.suspend(None, f"run:{child}")
+    return context.succeeded(pending, value)
+
+
+async def run_child_async(context: RunContext, pending: Pending) -> Any:
+    """`run_child` for async workflows."""
+    context.attempt(pending)
+    child = child_id(context, pending.position)
+    try:
+        value = await context.engine.execute_call_async(
+            pending.call, run_id=child, parent_id=context.run_id, queue=context.queue, nested=True
+        )
+    except (Exception, Cancelled) as error:
+        _child_failed(context, pending, error)
+        raise
+    if value is RELEASED:
+        raise context.suspend(None, f"run:{child}")
+    return context.succeeded(pending, value)
+
+
+def _child_failed(context: RunContext, pending: Pending, error: BaseException) -> None:
+    if isinstance(error, NondeterminismError | PayloadError):
+        raise context.poison(error) from None  # the child is stuck; so is its parent
+    if isinstance(error, StorageError | LeaseLost):
+        raise context.poison(error) from None  # the database failed, not the child
+    if isinstance(error, IdempotencyConflict):
+        raise _changed_under(context, pending) from None
+    if isinstance(error, Cancelled):
+        context.cancel_delivered = True  # a Cancelled reached this workflow: that was it
+    context.failed(pending, error)
+
+
+def _changed_under(context: RunContext, pending: Pending) -> BaseException:
+    """The child exists with other arguments: the parent's code changed under it."""
+    child = context.engine.backend.get_run(child_id(context, pending.position))
+    recorded = Step(
+        run_id=context.run_id,
+        position=pending.position,
+        kind=pending.kind or pending.call.target.kind,
+        name=child.workflow if child else "?",
+        call_hash=child.call_hash if child else "?",
+        status=StepStatus.RETRYING,
+    )
+    current = describe(recorded.kind, pending.call.target.name, pending.digest)
+    return context.poison(context.replay.divergence(pending.position, recorded, current))
+
+
+def dispatch(context: RunContext, call: Call[Any], *, queue: str, priority: int) -> str:
+    """Start *call* as a queued child run; record and return its id."""
+    position = context.allocate()
+    target = call.target
+    digest = call_hash(
+        StepKind.DISPATCH,
+        target.name,
+        {"arguments": dict(call.arguments), "queue": queue, "priority": priority},
+    )
+    recorded = context.decide(position, StepKind.DISPATCH, target.name, digest)
+    if recorded is not None:
+        run_id: str = context.replayed(recorded)
+        return run_id
+    pending = context.pending(position, call, digest, kind=StepKind.DISPATCH)
+    run_id = child_id(context, position)
+    _faults.hit("before_checkpoint", f"dispatch:{target.name}")
+    try:
+        context.engine.dispatch_call(
+            call, run_id=run_id, queue=queue, priority=priority, parent_id=context.run_id
+        )
+    except IdempotencyConflict:
+        raise _changed_under(context, pending) from None
+    except StorageError as error:
+        # Not the workflow's failure: the database is. Let go; a replay dispatches again
+        # (idempotently: the child's id is fixed by this position).
+        raise context.poison(error) from None
+    return context.succeeded(pending, run_id)  # type: ignore[no-any-return]

@@ -1,0 +1,80 @@
+"""Replaying a history against today's code without executing or storing anything.
+
+The check a live run makes when it resumes after a deploy, made ahead of time: golden
+history tests (`durable.testing.replay`) and ``durable check`` (which replays every
+unfinished run in a database) both use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from durable.api.decorators import Durable
+from durable.core.records import Run, Step
+from durable.errors import NondeterminismError
+
+from .engine import Engine
+from .runner import RunContext, run_coroutine
+from .scope import current
+
+
+class _Frontier(BaseException):
+    """The replay reached a call the history has no outcome for."""
+
+    def __init__(self, position: int, call: str) -> None:
+        super().__init__(position)
+        self.position = position
+        self.call = call
+
+
+def dry_replay(
+    engine: Engine, workflow: Durable[..., Any], run: Run, steps: Sequence[Step]
+) -> None:
+    """Run *workflow*'s function against *run*'s recorded *steps*; stop where they end.
+
+    Recorded outcomes are replayed and nothing is executed or written (*engine* is
+    used to decode payloads only). For a run that had finished, the code must also end
+    where it ended.
+
+    Raises:
+        NondeterminismError: the code makes a different durable call than the one
+            recorded, at the position the error names, or ends before the history does.
+    """
+    arguments = engine.load(run.input, run.id, None)
+    context = RunContext(engine, run, list(steps))
+
+    def stop(position: int, call: str) -> None:
+        raise _Frontier(position, call)
+
+    context.frontier = stop
+    token = current.set(context)
+    try:
+        result = workflow.fn(*arguments["args"], **arguments["kwargs"])
+        if hasattr(result, "__await__"):
+            run_coroutine(result)
+    except _Frontier as frontier:
+        if run.status.finished:
+            raise NondeterminismError(
+                f"Run {run.id!r} diverged from its history at position {frontier.position}: "
+                f"the code now calls {frontier.call} there, but the run had finished "
+                f"({run.status.value}) after position {len(steps) - 1}. Runs like it that "
+                "are still live would block on resuming.",
+                run_id=run.id,
+                position=frontier.position,
+                recorded="nothing: the run had finished",
+                current=frontier.call,
+            ) from None
+        return  # an unfinished run: the code agrees with everything recorded so far
+    except NondeterminismError:
+        raise
+    except BaseException:
+        if isinstance(context.fatal, NondeterminismError):
+            raise context.fatal from None
+        context.replay.check_complete()  # it raised what it raised before, or ended early
+        return
+    finally:
+        current.reset(token)
+    if isinstance(context.fatal, NondeterminismError):
+        raise context.fatal
+    context.replay.check_complete()

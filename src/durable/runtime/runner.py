@@ -1,0 +1,459 @@
+"""One run executing in this process: durable calls meet the replay cursor and storage.
+
+`RunContext` is what `current` holds while a workflow body runs. Each durable call
+takes a position, asks the cursor whether it is recorded, and either replays the
+recorded outcome or runs the call and records it with one fenced write. Tasks and
+their retries live in `_tasks.py`; child workflows and dispatch in `_children.py`;
+waits in `_waits.py`.
+
+Some conditions end an execution early, whatever the workflow code does:
+
+* divergence from the history (`NondeterminismError`) or an unreadable row
+  (`PayloadError`): raised into the workflow and remembered, so that every later
+  durable call raises it again and the run ends blocked or failed;
+* a lost lease, a storage failure, or the worker draining for shutdown: `Abandoned`
+  (a BaseException) unwinds the workflow; nothing more is written here;
+* a wait that is not over: `Suspend` (a BaseException) unwinds the workflow, and the
+  run is stored WAITING until the wait is over; then it is replayed up to that wait.
+
+A cancellation request is delivered once, at the next durable call that has no
+outcome yet (a new call, or a wait or retry in progress), as `Cancelled`; the delivery
+point is recorded, so replay raises it at the same place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from durable.api.decorators import Call, Task
+from durable.core import faults as _faults
+from durable.core.clock import SystemClock
+from durable.core.hashing import call_hash
+from durable.core.records import Run, Step, StepKind, StepStatus
+from durable.core.replay import Replay, describe
+from durable.errors import (
+    Cancelled,
+    LeaseLost,
+    NondeterminismError,
+    PayloadError,
+    SerializationError,
+    StorageError,
+)
+
+from . import children as _children
+from . import tasks as _tasks
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+T = TypeVar("T")
+
+_CANCEL = "durable.cancel"
+_CANCEL_HASH = call_hash(StepKind.CANCEL, _CANCEL, {})
+
+
+class Suspend(BaseException):
+    """Unwinds a workflow whose run must wait: until *wake_at* (engine clock), or until
+    what *waiting_on* names (``event:<name>``, ``run:<id>``), whichever comes first.
+
+    Parallel branches that wait at once share one Suspend: the earliest deadline, and
+    the first thing waited on (the run is replayed when that comes, and waits again
+    for whatever is still missing).
+    """
+
+    def __init__(self, wake_at: float | None, waiting_on: str | None) -> None:
+        super().__init__("suspended")
+        self.wake_at = wake_at
+        self.waiting_on = waiting_on
+
+    def merge(self, wake_at: float | None, waiting_on: str | None) -> None:
+        """Fold in another branch's wait."""
+        if wake_at is not None and (self.wake_at is None or wake_at < self.wake_at):
+            self.wake_at = wake_at
+        if self.waiting_on is None:
+            self.waiting_on = waiting_on
+
+
+class Abandoned(BaseException):
+    """Unwinds a workflow whose execution must stop here.
+
+    *cause* is the lost lease or storage failure, or None when the worker is draining
+    for shutdown and hands the run back.
+    """
+
+    def __init__(self, cause: LeaseLost | StorageError | None) -> None:
+        super().__init__(str(cause) if cause else "released for shutdown")
+        self.cause = cause
+
+
+def _in_event_loop() -> bool:
+    """Whether an event loop runs in this thread (sleeping here would stall it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run *coroutine* to completion from synchronous code, even under a running loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    # A loop already runs in this thread (sync code called from async code): give the
+    # coroutine a loop of its own in a helper thread, carrying our context along.
+    result: Future[T] = Future()
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            result.set_result(context.run(asyncio.run, coroutine))
+        except BaseException as error:
+            result.set_exception(error)
+
+    thread = threading.Thread(target=target, name="durable-async")
+    thread.start()
+    thread.join()
+    return result.result()
+
+
+class RunContext:
+    """The live state of one run: cursor, epoch, and the engine it writes through."""
+
+    def __init__(self, engine: Engine, run: Run, history: Sequence[Step]) -> None:
+        self.engine = engine
+        self.run_id = run.id
+        self.epoch = run.epoch
+        self.queue = run.queue
+        self.replay = Replay(run.id, history)
+        #: the divergence, unreadable row or abandonment that ends this execution.
+        self.fatal: BaseException | None = None
+        self.cancel_requested = run.cancel_requested
+        self.cancel_delivered = False
+        #: called with the position of a durable call that has no recorded outcome, before
+        #: it runs: `durable.testing.replay` stops there (it only checks the history).
+        self.frontier: Callable[[int, str], None] | None = None
+        #: taken over from an owner that died; the count resets once this run progresses.
+        self._recovering = run.recoveries > 0
+        if self._recovering:
+            engine.unproven.add(run.id)
+
+    # -- positions -------------------------------------------------------------------
+
+    def allocate(self, count: int = 1) -> int:
+        """Take the next *count* positions; deliver a pending cancellation there instead."""
+        self.check()
+        if self.run_id in self.engine.draining:
+            raise self.poison(Abandoned(None))
+        first = self.replay.allocate(count)
+        recorded = self.replay.recorded(first)
+        if recorded is not None and recorded.kind is StepKind.CANCEL:
+            self.cancel_delivered = True
+            raise Cancelled(self.run_id)
+        unfinished = recorded is None or not recorded.status.finished
+        if unfinished and self.cancel_requested and not self.cancel_delivered:
+            self.cancel_delivered = True
+            now = self.engine.clock.now()
+            marker = Step(
+                run_id=self.run_id,
+                position=first,
+                kind=StepKind.CANCEL,
+                name=_CANCEL,
+                call_hash=_CANCEL_HASH,
+                status=StepStatus.COMPLETED,
+                output=b"jnull",
+                started_at=now,
+                finished_at=now,
+                epoch=self.epoch,
+            )
+            self.record(marker)
+            raise Cancelled(self.run_id)
+        return first
+
+    def check(self) -> None:
+        """Raise the fatal condition, if any: once set, no durable call may proceed."""
+        if self.fatal is not None:
+            raise self.fatal
+
+    def poison(self, error: BaseException) -> BaseException:
+        """Remember the first fatal condition; return what to raise now."""
+        if isinstance(error, LeaseLost | StorageError):
+            error = Abandoned(error)
+        if self.fatal is None or isinstance(self.fatal, Suspend):
+            self.fatal = error  # anything else outranks waiting
+        return error
+
+    # -- waiting -----------------------------------------------------------------------
+
+    def suspend(self, wake_at: float | None, waiting_on: str | None) -> BaseException:
+        """This run must wait (see `Suspend`); return what to raise now."""
+        self.progressed()  # a wait reached: waiting cannot be what kills this process
+        fatal = self.fatal
+        if isinstance(fatal, Suspend):
+            fatal.merge(wake_at, waiting_on)
+            return fatal
+        if fatal is not None:
+            return fatal
+        self.fatal = Suspend(wake_at, waiting_on)
+        return self.fatal
+
+    def hold(self, wake_at: float) -> None:
+        """Return once *wake_at* (engine clock) has come: at once if it has; after
+        sleeping here if it is at most `Engine.max_inline_wait` away; otherwise by
+        suspending the run, which replays up to this point once it is due."""
+        clock = self.engine.clock
+        left = wake_at - clock.now()
+        if left <= 0:
+            return
+        if left <= self.engine.max_inline_wait and not _in_event_loop():
+            clock.sleep(left)
+            if isinstance(clock, SystemClock):
+                return
+            # A test clock may not have moved as far as asked: check again.
+            if clock.now() >= wake_at:
+                return
+        raise self.suspend(wake_at, None)
+
+    # -- entry points ----------------------------------------------------------------
+
+    def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A workflow or task called inside the workflow (from `Durable.__call__`)."""
+        return self.run_call(Call(target, args, kwargs, target.bind_arguments(args, kwargs)))
+
+    def run_call(self, call: Call[Any]) -> Any:
+        """Run one durable call at the next position; async targets return a coroutine."""
+        position = self.allocate()
+        if call.target.is_async:
+            return self.step_async(position, call)
+        return self.step(position, call)
+
+    def parallel(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Run *calls* concurrently at consecutive positions; results in argument order.
+
+        Every call finishes (and is recorded) before this returns; if any failed, the
+        first failure in argument order is raised, so replay raises the same one.
+        """
+        first = self.allocate(len(calls))
+        futures = [
+            self.engine.branches.submit(self._branch(first + i, c)) for i, c in enumerate(calls)
+        ]
+        return self._gather([f.exception() or f.result() for f in futures])
+
+    def _branch(self, position: int, call: Call[Any]) -> Callable[[], Any]:
+        if call.target.is_async:
+            return lambda: run_coroutine(self.step_async(position, call))
+        return lambda: self.step(position, call)
+
+    async def parallel_async(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
+        first = self.allocate(len(calls))
+        outcomes = await asyncio.gather(
+            *(self.step_async(first + i, c) for i, c in enumerate(calls)), return_exceptions=True
+        )
+        return self._gather(outcomes)
+
+    def _gather(self, outcomes: Sequence[Any]) -> list[Any]:
+        self.check()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return list(outcomes)
+
+    # -- one position ------------------------------------------------------------------
+
+    def pending(
+        self,
+        position: int,
+        call: Call[Any],
+        digest: str,
+        *,
+        kind: StepKind | None = None,
+        recorded: Step | None = None,
+    ) -> Pending:
+        """A call to run at *position* (*kind* when it is recorded as something else)."""
+        return Pending(position, call, digest, recorded, kind=kind)
+
+    def decide(self, position: int, kind: StepKind, name: str, digest: str) -> Step | None:
+        """The recorded step at *position* for this call, or None; poisons on divergence."""
+        try:
+            recorded = self.replay.decide(position, kind, name, digest)
+        except NondeterminismError as error:
+            raise self.poison(error) from None
+        if self.frontier is not None and (recorded is None or not recorded.status.finished):
+            self.frontier(position, describe(kind, name, digest))
+        return recorded
+
+    def _pending(self, position: int, call: Call[Any]) -> Pending | Step:
+        """The recorded finished step to replay, or the pending call to run."""
+        target = call.target
+        digest = call_hash(target.kind, target.name, call.arguments)
+        recorded = self.decide(position, target.kind, target.name, digest)
+        if recorded is not None and recorded.status.finished:
+            return recorded
+        return self.pending(position, call, digest, recorded=recorded)
+
+    def step(self, position: int, call: Call[Any]) -> Any:
+        """Replay or run *call* at *position*, synchronously."""
+        pending = self._pending(position, call)
+        if isinstance(pending, Step):
+            return self.replayed(pending)
+        if isinstance(call.target, Task):
+            return _tasks.run(self, pending)
+        return _children.run_child(self, pending)
+
+    async def step_async(self, position: int, call: Call[Any]) -> Any:
+        """Replay or run *call* at *position*, awaiting async bodies on this loop."""
+        pending = self._pending(position, call)
+        if isinstance(pending, Step):
+            return self.replayed(pending)
+        if not call.target.is_async:
+            # A sync body would block the loop: run the whole step in a thread.
+            return await asyncio.to_thread(contextvars.Context().run, self.step, position, call)
+        if isinstance(call.target, Task):
+            return await _tasks.run_async(self, pending)
+        return await _children.run_child_async(self, pending)
+
+    def replayed(self, step: Step) -> Any:
+        """Return (or raise) the recorded outcome of a finished step."""
+        try:
+            if step.status is StepStatus.COMPLETED:
+                return self.engine.load(step.output or b"", self.run_id, step.position)
+            error = self.engine.load_error(step.error or b"", self.run_id, step.position)
+        except PayloadError as bad:
+            raise self.poison(bad) from None
+        if isinstance(error, Cancelled):
+            self.cancel_delivered = True  # a Cancelled reached this workflow: that was it
+        raise error
+
+    def record_value(self, kind: StepKind, name: str, produce: Callable[[], Any]) -> Any:
+        """A recorded helper (`durable.now()` and friends): the value is made once."""
+        position = self.allocate()
+        digest = call_hash(kind, name, {})
+        recorded = self.decide(position, kind, name, digest)
+        if recorded is not None:
+            return self.replayed(recorded)
+        value = produce()
+        now = self.engine.clock.now()
+        output = self.engine.dump(value, f"the value of {name}() at position {position}")
+        step = Step(
+            run_id=self.run_id, position=position, kind=kind, name=name, call_hash=digest,
+            status=StepStatus.COMPLETED, output=output, started_at=now, finished_at=now,
+            epoch=self.epoch,
+        )  # fmt: skip
+        return self.settle(step, value)
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def attempt(self, pending: Pending) -> int:
+        """Start one more attempt at *pending*; return its number (from 1)."""
+        pending.start(self.engine.clock.now())
+        return pending.next_attempt()
+
+    def step_for(self, pending: Pending, status: StepStatus, **outcome: Any) -> Step:
+        """The history row for *pending* with *status* and its output or error."""
+        call = pending.call
+        now = self.engine.clock.now()
+        return Step(
+            run_id=self.run_id,
+            position=pending.position,
+            kind=pending.kind or call.target.kind,
+            name=call.target.name,
+            call_hash=pending.digest,
+            status=status,
+            input=self.engine.preview(call.arguments),
+            attempts=max(pending.attempt, 1),
+            started_at=pending.started or now,
+            finished_at=now,
+            epoch=self.epoch,
+            **outcome,
+        )
+
+    def succeeded(self, pending: Pending, value: Any) -> Any:
+        """Record *value* as the outcome of *pending* and return it."""
+        try:
+            output = self.engine.dump(value, pending.describe_result)
+        except SerializationError as error:
+            # Deterministic: record the failure, so replay raises it without re-running.
+            self.failed(pending, error)
+            raise
+        return self.settle(self.step_for(pending, StepStatus.COMPLETED, output=output), value)
+
+    def failed(self, pending: Pending, error: BaseException) -> None:
+        """Record *error* as the outcome of *pending*."""
+        self.record(self.step_for(pending, StepStatus.FAILED, error=self.engine.dump_error(error)))
+
+    def settle(self, step: Step, value: Any) -> Any:
+        """Record a finished step; if another writer got there first, use its outcome."""
+        stored = self.record(step)
+        if stored.status is step.status and stored.output == step.output:
+            return value
+        return self.replayed(stored)
+
+    def record(self, step: Step) -> Step:
+        """Write *step* (fenced); learn of cancellation requests on the way back."""
+        if _faults.ARMED:  # the subject costs more to build than the check
+            _faults.hit("before_checkpoint", f"{step.kind.value}:{step.name}")
+        try:
+            stored, cancel = self.engine.backend.record(step, self.epoch)
+        except (LeaseLost, StorageError) as error:
+            raise self.poison(error) from None
+        self.cancel_requested = self.cancel_requested or cancel
+        self.replay.remember(stored)
+        if stored is step:
+            self.progressed()
+        return stored
+
+    def progressed(self) -> None:
+        """This run got somewhere new (a step recorded, a wait reached) without killing
+        its process: after a takeover, it starts counting owner deaths afresh."""
+        if self._recovering:
+            self._recovering = False
+            self.engine.backend.mark_progress(self.run_id, self.epoch)
+            self.engine.unproven.discard(self.run_id)
+
+
+class Pending:
+    """A call at the frontier: its position, identity, and the attempts made so far."""
+
+    __slots__ = ("attempt", "call", "digest", "due", "kind", "position", "started")
+
+    def __init__(
+        self,
+        position: int,
+        call: Call[Any],
+        digest: str,
+        recorded: Step | None,
+        *,
+        kind: StepKind | None = None,
+    ) -> None:
+        self.position = position
+        self.call = call
+        self.digest = digest
+        #: the recorded kind when it is not the target's own (a dispatch).
+        self.kind = kind
+        #: attempts made so far, including those recorded before a crash.
+        self.attempt = recorded.attempts if recorded else 0
+        self.started = recorded.started_at if recorded else None
+        #: when the next attempt may start (recorded with the last failed one).
+        self.due = recorded.wake_at if recorded else None
+
+    def next_attempt(self) -> int:
+        """Count one more attempt; return its number (from 1)."""
+        self.attempt += 1
+        return self.attempt
+
+    def start(self, now: float) -> None:
+        """Note when the first attempt began (kept across retries and crashes)."""
+        if self.started is None:
+            self.started = now
+
+    def describe_result(self) -> str:
+        """Name this call's result in a SerializationError."""
+        what = describe(self.kind or self.call.target.kind, self.call.target.name, self.digest)
+        return f"the result of {what} at position {self.position}"

@@ -1,0 +1,87 @@
+"""Tasks inside a run: call the body, retry it by its policy, record the outcome.
+
+Each failed attempt that will be retried is recorded RETRYING, with the time the next
+attempt is due (``wake_at``). A short delay is slept here; a longer one (more than
+`Engine.max_inline_wait`) suspends the run, so a task retrying every ten minutes holds
+no thread. Either way the attempt count and the due time are in the history, so after
+a crash or a suspension the attempts continue where they were, never early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from durable.api.decorators import Task
+from durable.core import faults as _faults
+from durable.core.records import StepStatus
+
+from .scope import TaskScope, current
+
+if TYPE_CHECKING:
+    from .runner import Pending, RunContext
+
+
+def run(context: RunContext, pending: Pending) -> Any:
+    """Run the task at *pending* to its outcome, synchronously."""
+    task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+    while True:
+        if pending.due is not None:
+            context.hold(pending.due)
+        token = current.set(TaskScope(context.run_id, pending.position, context.attempt(pending)))
+        try:
+            _faults.hit("before_task", f"task:{task.name}")
+            if task.is_async:
+                from .runner import run_coroutine
+
+                value = run_coroutine(task.fn(*pending.call.args, **pending.call.kwargs))
+            else:
+                value = task.fn(*pending.call.args, **pending.call.kwargs)
+            _faults.hit("after_task", f"task:{task.name}")
+        except Exception as error:
+            if not _failed_attempt(context, pending, error):
+                raise
+            continue
+        finally:
+            current.reset(token)
+        return context.succeeded(pending, value)
+
+
+async def run_async(context: RunContext, pending: Pending) -> Any:
+    """Run the async task at *pending* on the current loop."""
+    task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+    while True:
+        if pending.due is not None:
+            left = pending.due - context.engine.clock.now()
+            if 0 < left <= context.engine.max_inline_wait:
+                await asyncio.sleep(left)
+            elif left > 0:
+                raise context.suspend(pending.due, None)
+        token = current.set(TaskScope(context.run_id, pending.position, context.attempt(pending)))
+        try:
+            _faults.hit("before_task", f"task:{task.name}")
+            value = await task.fn(*pending.call.args, **pending.call.kwargs)
+            _faults.hit("after_task", f"task:{task.name}")
+        except Exception as error:
+            if not _failed_attempt(context, pending, error):
+                raise
+            continue
+        finally:
+            current.reset(token)
+        return context.succeeded(pending, value)
+
+
+def _failed_attempt(context: RunContext, pending: Pending, error: Exception) -> bool:
+    """Record a failed attempt, with when the next one is due; False to give up."""
+    task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+    retry = task.retry.should_retry(error, pending.attempt)
+    if retry:
+        pending.due = context.engine.clock.now() + task.retry.delay(pending.attempt)
+    step = context.step_for(
+        pending,
+        StepStatus.RETRYING if retry else StepStatus.FAILED,
+        error=context.engine.dump_error(error),
+        wake_at=pending.due if retry else None,
+    )
+    context.record(step)
+    return retry

@@ -1,0 +1,188 @@
+"""Waits inside a workflow: for a time, an event, or another run; and sending events.
+
+Each takes one position. The first time a wait runs it records its deadline (a
+WAITING step with ``wake_at``); replay uses that recorded deadline, never the clock
+of the replaying process. A wait that is not over suspends the run (`Suspend`): no
+thread waits. Once the deadline passes, the event arrives or the run finishes, the
+run is queued, claimed and replayed up to the wait, which then records how it ended:
+
+* a sleep: COMPLETED at its deadline;
+* an event wait: the event it consumed (its id as input, its payload as output), or
+  that it timed out (output null). Replay takes the same branch even if an event
+  arrives after the timeout was recorded: that event stays in the inbox;
+* a wait for a run: that run's outcome, or `WaitTimeout`.
+
+A send from a workflow is keyed by its position (``<run>:<position>``), so replaying
+it after a crash never delivers the event twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from durable.core import faults as _faults
+from durable.core.hashing import call_hash
+from durable.core.records import RunStatus, Step, StepKind, StepStatus
+from durable.errors import LeaseLost, RunFinished, RunNotFound, StorageError, WaitTimeout
+
+if TYPE_CHECKING:
+    from .runner import RunContext
+
+SLEEP = "durable.sleep"
+JOIN = "durable.wait"
+_SLEEP_HASH = call_hash(StepKind.SLEEP, SLEEP, {})
+_NULL = b"jnull"
+
+
+def _waiting(context: RunContext, position: int, kind: StepKind, name: str, digest: str) -> Step:
+    now = context.engine.clock.now()
+    return Step(
+        run_id=context.run_id,
+        position=position,
+        kind=kind,
+        name=name,
+        call_hash=digest,
+        status=StepStatus.WAITING,
+        started_at=now,
+        epoch=context.epoch,
+    )
+
+
+def _ended(context: RunContext, started: Step, **outcome: Any) -> Step:
+    """The finished form of the wait step *started* (COMPLETED unless told)."""
+    return Step(
+        run_id=started.run_id,
+        position=started.position,
+        kind=started.kind,
+        name=started.name,
+        call_hash=started.call_hash,
+        status=outcome.pop("status", StepStatus.COMPLETED),
+        input=outcome.pop("input", started.input),
+        started_at=started.started_at,
+        finished_at=context.engine.clock.now(),
+        epoch=context.epoch,
+        wake_at=started.wake_at,
+        **outcome,
+    )
+
+
+def sleep_until(context: RunContext, deadline: float) -> None:
+    """Sleep durably until *deadline* (engine clock), recorded the first time."""
+    position = context.allocate()
+    recorded = context.decide(position, StepKind.SLEEP, SLEEP, _SLEEP_HASH)
+    if recorded is not None and recorded.status.finished:
+        context.replayed(recorded)
+        return
+    if recorded is None or recorded.wake_at is None:
+        started = _waiting(context, position, StepKind.SLEEP, SLEEP, _SLEEP_HASH)
+        recorded = dataclasses.replace(started, wake_at=deadline)
+        if deadline > context.engine.clock.now():
+            recorded = context.record(recorded)
+            if recorded.status.finished:  # another writer got there first
+                context.replayed(recorded)
+                return
+    context.hold(recorded.wake_at or deadline)
+    context.record(_ended(context, recorded, output=_NULL))
+
+
+def receive(context: RunContext, name: str, timeout: float | None) -> Any:
+    """Wait for the next event *name* sent to this run; its payload, or None on timeout."""
+    position = context.allocate()
+    digest = call_hash(StepKind.EVENT, name, {})
+    recorded = context.decide(position, StepKind.EVENT, name, digest)
+    if recorded is not None and recorded.status.finished:
+        return context.replayed(recorded)
+    engine = context.engine
+    started = recorded or _waiting(context, position, StepKind.EVENT, name, digest)
+    taken = _consume(context, _ended(context, started), name)
+    if taken is not None:
+        return context.replayed(taken)
+    now = engine.clock.now()
+    deadline = started.wake_at if recorded else None if timeout is None else now + timeout
+    if deadline is not None and deadline <= now:
+        timed_out = _ended(context, started, output=_NULL, input=b'j{"timed_out":true}')
+        return context.replayed(context.record(timed_out))
+    if recorded is None:
+        preview = engine.preview({"timeout": timeout})
+        context.record(dataclasses.replace(started, wake_at=deadline, input=preview))
+    raise context.suspend(deadline, f"event:{name}")
+
+
+def _consume(context: RunContext, step: Step, name: str) -> Step | None:
+    _faults.hit("before_checkpoint", f"event:{name}")
+    try:
+        taken = context.engine.backend.consume_event(step, context.epoch, name)
+    except (LeaseLost, StorageError) as error:
+        raise context.poison(error) from None
+    if taken is None:
+        return None
+    stored, cancel = taken
+    context.cancel_requested = context.cancel_requested or cancel
+    context.replay.remember(stored)
+    context.progressed()
+    return stored
+
+
+def join(context: RunContext, run_id: str, timeout: float | None) -> Any:
+    """Wait for run *run_id* to finish; record its outcome here and return (or raise) it."""
+    position = context.allocate()
+    digest = call_hash(StepKind.JOIN, JOIN, {"run": run_id})
+    recorded = context.decide(position, StepKind.JOIN, JOIN, digest)
+    if recorded is not None and recorded.status.finished:
+        return context.replayed(recorded)
+    engine = context.engine
+    started = recorded or _waiting(context, position, StepKind.JOIN, JOIN, digest)
+    started = dataclasses.replace(started, input=engine.preview({"run": run_id}))
+    try:
+        run = engine.reread(run_id)
+    except StorageError as error:
+        raise context.poison(error) from None
+    if run.status.finished:
+        completed = run.status is RunStatus.COMPLETED
+        outcome = _ended(
+            context,
+            started,
+            status=StepStatus.COMPLETED if completed else StepStatus.FAILED,
+            output=run.output if completed else None,
+            error=None if completed else engine.error_of(run),
+        )
+        return context.replayed(context.record(outcome))
+    now = engine.clock.now()
+    deadline = started.wake_at if recorded else None if timeout is None else now + timeout
+    if deadline is not None and deadline <= now:
+        late = WaitTimeout(
+            f"Run {run_id!r} did not finish within {timeout} s (it is {run.status}).",
+            run_id=run_id,
+        )
+        failed = _ended(context, started, status=StepStatus.FAILED, error=engine.dump_error(late))
+        return context.replayed(context.record(failed))
+    if recorded is None:
+        context.record(dataclasses.replace(started, wake_at=deadline))
+    raise context.suspend(deadline, f"run:{run_id}")
+
+
+def send(context: RunContext, run_id: str, name: str, payload: Any) -> None:
+    """Send event *name* to run *run_id* from this workflow, once, however often replayed."""
+    position = context.allocate()
+    digest = call_hash(StepKind.SEND, name, {"run": run_id})
+    recorded = context.decide(position, StepKind.SEND, name, digest)
+    if recorded is not None and recorded.status.finished:
+        context.replayed(recorded)
+        return
+    engine = context.engine
+    started = _waiting(context, position, StepKind.SEND, name, digest)
+    data = engine.dump(payload, f"the payload of event {name!r} sent at position {position}")
+    _faults.hit("before_checkpoint", f"send:{name}")
+    try:
+        event = engine.backend.send_event(
+            run_id, name, data, key=f"{context.run_id}:{position}", sender=context.run_id
+        )
+    except (RunNotFound, RunFinished) as error:
+        failed = _ended(context, started, status=StepStatus.FAILED, error=engine.dump_error(error))
+        context.replayed(context.record(failed))
+        return
+    except StorageError as error:
+        raise context.poison(error) from None
+    preview = engine.preview({"run": run_id, "event": event.id})
+    context.replayed(context.record(_ended(context, started, input=preview, output=_NULL)))
