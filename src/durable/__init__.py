@@ -6,18 +6,16 @@ runs: the run context, the engine, the worker); `api` (the verbs re-exported her
 then `ops`, `cli`, `web` and `testing`. See docs/architecture.md.
 """
 
-from durable.api.decorators import Call, Task, Workflow, task, workflow
-from durable.api.handles import Handle, cancel, dispatch, get
-from durable.api.primitives import execute, execute_async, now, random, recover, task_key, uuid4
-from durable.api.waiting import send, wait
-from durable.core.records import Run, RunStatus, Step, StepKind, StepStatus
-from durable.core.retry import RetryPolicy
-from durable.runtime.defaults import configure, get_engine
-from durable.runtime.engine import Engine
-from durable.runtime.purging import purge
-from durable.runtime.worker import Worker
-
 from . import errors
+from .api.decorators import Task, Workflow, task, workflow
+from .api.execute import execute, execute_async
+from .api.handles import Handle, cancel, dispatch, get
+from .api.recorded import now, random, task_key, uuid4
+from .api.upkeep import purge, recover
+from .api.waiting import send, wait
+from .core.functions import Call
+from .core.records import Run, RunStatus, Step, StepKind, StepStatus
+from .core.retry import RetryPolicy
 from .errors import (
     Cancelled,
     DurableError,
@@ -26,6 +24,9 @@ from .errors import (
     NonRetryable,
     SerializationError,
 )
+from .runtime.defaults import configure, get_engine
+from .runtime.engine import Engine
+from .runtime.worker import Worker
 
 __all__ = [
     "Call",

@@ -69,7 +69,7 @@ def test_without_heartbeat_the_lease_lapses_and_the_run_moves(url: str) -> None:
     owner = durable.Engine(url, lease=0.4)
     rival = durable.Engine(url, lease=5)
     try:
-        owner._stopping.set()  # the heartbeat thread exits: the owner looks frozen
+        owner.leases.stop()  # no heartbeat renews its lease: the owner looks frozen
         outcome = run_in_thread(owner, "lapsed", 1.5)
         time.sleep(0.6)
         assert rival.recover() == ["lapsed"]

@@ -42,7 +42,7 @@ def test_runs_without_an_id_get_time_ordered_ids() -> None:
 
     @workflow
     def whoami() -> str:
-        from durable.runtime.execution import current_run
+        from durable.runtime.context import current_run
 
         context = current_run()
         assert context is not None

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from durable import StepKind, StepStatus, execute, execute_async, task, workflow
-from durable.api.decorators import Durable
+from durable.core.functions import Durable
 from tests.unit.helpers import history
 
 pytestmark = pytest.mark.usefixtures("memory_engine")

@@ -9,129 +9,50 @@ call is a plain Python call, which is what makes tasks unit-testable as they are
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
+from durable.core.functions import Durable
 from durable.core.records import StepKind
 from durable.core.retry import RetryPolicy
-from durable.runtime import registry as _registry
-from durable.runtime.scope import TaskScope, current
+from durable.runtime import calls, registry
+from durable.runtime.context import RunContext, current
 
 P = ParamSpec("P")
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
 
-class Call(Generic[R_co]):
-    """A workflow or task bound to its arguments, ready for `execute`.
-
-    Made by ``fn.bind(*args, **kwargs)``, which checks the arguments against the
-    signature at once.
-    """
-
-    __slots__ = ("args", "arguments", "kwargs", "target")
+class Routed(Durable[P, R_co]):
+    """A registered durable function whose calls inside a workflow go to the run."""
 
     def __init__(
-        self,
-        target: Durable[..., R_co],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        arguments: Mapping[str, Any],
+        self, fn: Callable[P, R_co], *, name: str | None = None, retry: RetryPolicy | None = None
     ) -> None:
-        self.target = target
-        self.args = args
-        self.kwargs = kwargs
-        #: the arguments by parameter name, as `inspect.Signature.bind` matched them.
-        self.arguments = arguments
-
-    def __repr__(self) -> str:
-        return f"<Call {self.target.name}>"
-
-
-class Durable(Generic[P, R_co]):
-    """What @workflow and @task return: the function, its name and its options."""
-
-    kind: ClassVar[StepKind]
-
-    def __init__(self, fn: Callable[P, R_co], *, name: str | None = None) -> None:
-        if not callable(fn):
-            raise TypeError(f"@{self.kind.value} decorates a function, not {fn!r}.")
-        self.fn = fn
-        self.name: str = name or f"{fn.__module__}.{fn.__qualname__}"
-        self.is_async = inspect.iscoroutinefunction(fn)
-        self.signature = inspect.signature(fn)
-        self._positional, self._required = _plain_positional(self.signature)
-        functools.update_wrapper(self, fn)
-        _registry.register(self)
-
-    @property
-    def durable_name(self) -> str:
-        """The registered name (also what hashes of calls that pass this function use)."""
-        return self.name
-
-    def bind(self, *args: P.args, **kwargs: P.kwargs) -> Call[R_co]:
-        """Bind arguments without running anything, for `execute` (one or several calls).
-
-        Raises:
-            TypeError: the arguments do not fit the function's signature.
-        """
-        return Call(self, args, kwargs, self.bind_arguments(args, kwargs))
-
-    def bind_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Match arguments to parameters, or raise TypeError naming this function."""
-        positional = self._positional
-        if not kwargs and positional is not None and self._required <= len(args) <= len(positional):
-            # The common case, without inspect's general (and slow) matching.
-            return dict(zip(positional, args, strict=False))
-        try:
-            return self.signature.bind(*args, **kwargs).arguments
-        except TypeError as error:
-            raise TypeError(f"{self.name}(): {error}") from None
+        super().__init__(fn, name=name, retry=retry)
+        functools.update_wrapper(self, fn)  # looks like fn: name, docstring, module
+        registry.register(self)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co:
         context = current.get()
-        if context is None or isinstance(context, TaskScope):
-            return self.fn(*args, **kwargs)
-        result: R_co = context.call(self, args, kwargs)
-        return result
-
-    def __repr__(self) -> str:
-        return f"<{self.kind.value} {self.name}>"
+        if isinstance(context, RunContext):
+            result: R_co = calls.call(context, self, args, kwargs)
+            return result
+        return self.fn(*args, **kwargs)
 
 
-def _plain_positional(signature: inspect.Signature) -> tuple[tuple[str, ...] | None, int]:
-    """Parameter names if every parameter is an ordinary positional one, and how many
-    of them have no default; (None, 0) when the signature needs the general matcher."""
-    names: list[str] = []
-    required = 0
-    for parameter in signature.parameters.values():
-        if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            return None, 0
-        names.append(parameter.name)
-        if parameter.default is parameter.empty:
-            required = len(names)
-    return tuple(names), required
-
-
-class Workflow(Durable[P, R_co]):
+class Workflow(Routed[P, R_co]):
     """A function whose durable calls are recorded, so it can resume after a crash."""
 
     kind = StepKind.WORKFLOW
 
 
-class Task(Durable[P, R_co]):
+class Task(Routed[P, R_co]):
     """A unit of work recorded once per call inside a workflow; retried per its policy."""
 
     kind = StepKind.TASK
-
-    def __init__(
-        self, fn: Callable[P, R_co], *, name: str | None = None, retry: RetryPolicy | None = None
-    ) -> None:
-        self.retry = retry or RetryPolicy()
-        super().__init__(fn, name=name)
 
 
 @overload

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Generic, TypeVar, overload
 
+from durable.core import durations
+from durable.core.functions import Call, Durable
 from durable.core.records import Run, RunStatus
 from durable.errors import NotDurableError
-from durable.runtime import children as _children
+from durable.runtime import children, joining, waits
+from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import get_engine
-from durable.runtime.engine import Engine
-from durable.runtime.runner import RunContext
-from durable.runtime.scope import current
-
-from .decorators import Call, Durable
+from durable.runtime.host import Host
 
 R = TypeVar("R")
 
@@ -23,31 +23,41 @@ class Handle(Generic[R]):
     Made by `dispatch` or `durable.get(id)`. Cheap to create: it holds only the id.
     """
 
-    __slots__ = ("_engine", "id")
+    __slots__ = ("_host", "id")
 
-    def __init__(self, engine: Engine, run_id: str) -> None:
-        self._engine = engine
+    def __init__(self, host: Host, run_id: str) -> None:
+        self._host = host
         #: the run's id.
         self.id = run_id
 
     def run(self) -> Run:
         """The run as stored now (raises RunNotFound if it was deleted)."""
-        return self._engine.reread(self.id)
+        return self._host.reread(self.id)
 
     def status(self) -> RunStatus:
         """The run's status now: queued, running, waiting, blocked, completed, failed,
         cancelled or dead."""
         return self.run().status
 
-    def result(self, timeout: float | None = None) -> R:
-        """Wait for the run to finish and return its result (see `wait`)."""
-        from .waiting import wait
+    def result(self, timeout: float | dt.timedelta | None = None) -> R:
+        """Wait for the run to finish and return its result, or raise its error.
 
-        return wait(self, timeout=timeout)
+        Inside a workflow the wait is durable (see `durable.wait`); elsewhere it blocks.
+
+        Raises:
+            WaitTimeout: the run did not finish within *timeout*.
+        """
+        seconds = durations.seconds(timeout, "timeout")
+        context = current.get()
+        if isinstance(context, RunContext):
+            result: R = waits.join(context, self.id, seconds)
+            return result
+        host = self._host
+        return host.outcome(joining.wait_for_run(host, self.id, timeout=seconds))  # type: ignore[no-any-return]
 
     def cancel(self) -> bool:
         """Cancel the run and its children (see `cancel`)."""
-        return self._engine.cancel(self.id)
+        return self._host.cancel(self.id)
 
     def __repr__(self) -> str:
         return f"<Handle {self.id}>"
@@ -102,7 +112,7 @@ def dispatch(
                 "id= is for application code; inside a workflow, child ids are derived."
             )
         return Handle(
-            context.engine, _children.dispatch(context, call, queue=queue, priority=priority)
+            context.host, children.dispatch(context, call, queue=queue, priority=priority)
         )
     engine = get_engine()
     run = engine.dispatch_call(call, run_id=id, queue=queue, priority=priority)

@@ -1,21 +1,20 @@
 """The public verbs of time and events: `wait` and `send`.
 
-Inside a workflow both are durable calls (see `_waits.py` for what they record);
+Inside a workflow both are durable calls (see `runtime/waits.py` for what they record);
 outside one, `wait` simply blocks the calling thread and `send` stores an event.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 import time
 from typing import Any, TypeVar, overload
 
+from durable.core.durations import seconds as _seconds
 from durable.errors import DurableError
-from durable.runtime import waits as _waits
+from durable.runtime import waits
+from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import get_engine
-from durable.runtime.runner import RunContext
-from durable.runtime.scope import current
 
 from .handles import Handle
 
@@ -62,10 +61,7 @@ def wait(
     context = current.get()
     if isinstance(what, Handle):
         _only(until=until)
-        if isinstance(context, RunContext):
-            return _waits.join(context, what.id, seconds)
-        engine = what._engine
-        return engine.outcome(engine.wait_for_run(what.id, timeout=seconds))
+        return what.result(seconds)
     if isinstance(what, str):
         _only(until=until)
         if not what:
@@ -76,7 +72,7 @@ def wait(
                 "workflow only. From application code, wait for the run instead: "
                 "wait(handle)."
             )
-        return _waits.receive(context, what, seconds)
+        return waits.receive(context, what, seconds)
     if timeout is not None:
         raise TypeError("timeout= goes with wait(handle) or wait(event_name), not sleeps.")
     if (what is None) == (until is None):
@@ -84,7 +80,7 @@ def wait(
             "wait() takes one of: a Handle, a duration (timedelta or seconds), until=a "
             "datetime, or an event name."
         )
-    now = context.engine.clock.now() if isinstance(context, RunContext) else time.time()
+    now = context.host.clock.now() if isinstance(context, RunContext) else time.time()
     if until is not None:
         if until.tzinfo is None or until.utcoffset() is None:
             raise ValueError(
@@ -95,7 +91,7 @@ def wait(
     else:
         deadline = now + (_seconds(what, "duration") or 0.0)
     if isinstance(context, RunContext):
-        _waits.sleep_until(context, deadline)
+        waits.sleep_until(context, deadline)
         return None
     if deadline > now:
         time.sleep(deadline - now)  # plain code (a task body, or the application)
@@ -105,18 +101,6 @@ def wait(
 def _only(*, until: dt.datetime | None) -> None:
     if until is not None:
         raise TypeError("until= is for sleeps: wait(until=datetime) alone.")
-
-
-def _seconds(value: object, name: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number of seconds, got {value}.")
-        return float(value)
-    raise TypeError(f"{name} must be a timedelta or a number of seconds, got {value!r}.")
 
 
 def send(
@@ -142,8 +126,8 @@ def send(
     if isinstance(context, RunContext):
         if key is not None:
             raise TypeError("key= is for application code; inside a workflow, sends are keyed.")
-        _waits.send(context, run_id, event, payload)
+        waits.send(context, run_id, event, payload)
         return
-    engine = run._engine if isinstance(run, Handle) else get_engine()
-    data = engine.dump(payload, f"the payload of event {event!r}")
-    engine.backend.send_event(run_id, event, data, key=key)
+    host = run._host if isinstance(run, Handle) else get_engine()
+    data = host.dump(payload, f"the payload of event {event!r}")
+    host.backend.send_event(run_id, event, data, key=key)

@@ -18,7 +18,7 @@ from typing import Any
 from durable.ops import Operations, OpsError
 from durable.runtime import registry as _registry
 
-from .common import add_db_option
+from .common import add_db_option, import_modules
 from .output import BulkReport, InputError, add_output_option, note, print_object, runs
 from .runs import add_filters, filters, operations
 
@@ -185,8 +185,6 @@ def register(workflow: str, imports: list[str]) -> None:
         InputError: a module given with --import, or one that exists under the name's
             prefix, fails to import.
     """
-    from .main import import_modules
-
     try:
         import_modules(imports)
     except Exception as error:

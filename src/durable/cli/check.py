@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .common import add_db_option, positive
+from .common import add_db_option, import_modules, positive
 from .output import Column, add_output_option, field, note, print_items
 from .runs import operations
 
@@ -67,8 +67,6 @@ def add_command(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`durable check`: exit 1 if any run would diverge, 2 if the code cannot import."""
-    from .main import import_modules
-
     try:
         import_modules(args.modules)
     except Exception as error:

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from durable.runtime.engine import DEFAULT_URL, Engine
+from durable.backends import DEFAULT_URL
+from durable.runtime.engine import Engine
 from durable.runtime.purging import count_before, purge_before, purge_cutoff
 
 from .common import add_db_option, positive

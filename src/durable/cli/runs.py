@@ -11,9 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from durable.backends import DEFAULT_URL
 from durable.core.records import RunStatus
 from durable.ops import Operations
-from durable.runtime.engine import DEFAULT_URL, Engine
+from durable.runtime.engine import Engine
 
 from .common import add_db_option, positive
 from .output import (

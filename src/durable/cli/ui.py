@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from durable.runtime.engine import DEFAULT_URL
+from durable.backends import DEFAULT_URL
 
-from .common import add_db_option
+from .common import add_db_option, import_modules
 
 log = logging.getLogger("durable.cli")
 
@@ -84,8 +84,6 @@ def run(args: argparse.Namespace) -> int:
     """`durable ui`: serve until SIGINT or SIGTERM, then exit 0."""
     from durable.runtime.defaults import configure
     from durable.web import make_app, serve
-
-    from .main import import_modules
 
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

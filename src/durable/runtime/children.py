@@ -11,10 +11,10 @@ does not hold its parent's thread: the parent suspends too, waiting on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from durable.api.decorators import Call
-from durable.core import faults as _faults
+from durable.core import faults
+from durable.core.functions import Call
 from durable.core.hashing import call_hash
 from durable.core.records import Step, StepKind, StepStatus
 from durable.core.replay import describe
@@ -27,10 +27,25 @@ from durable.errors import (
     StorageError,
 )
 
-from .scope import RELEASED
+from . import runs
+from .context import Pending, RunContext
+from .stops import RELEASED
 
-if TYPE_CHECKING:
-    from .runner import Pending, RunContext
+
+def step(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """Replay the child workflow call at *position*, or execute the child."""
+    found = context.frontier_for(position, call)
+    if isinstance(found, Step):
+        return context.replayed(found)
+    return run_child(context, found)
+
+
+async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """Replay the async child workflow call at *position*, or execute the child."""
+    found = context.frontier_for(position, call)
+    if isinstance(found, Step):
+        return context.replayed(found)
+    return await run_child_async(context, found)
 
 
 def child_id(context: RunContext, position: int) -> str:
@@ -43,8 +58,8 @@ def run_child(context: RunContext, pending: Pending) -> Any:
     context.attempt(pending)
     child = child_id(context, pending.position)
     try:
-        value = context.engine.execute_call(
-            pending.call, run_id=child, parent_id=context.run_id, queue=context.queue, nested=True
+        value = runs.execute_child(
+            context.host, pending.call, run_id=child, parent_id=context.run_id, queue=context.queue
         )
     except (Exception, Cancelled) as error:
         _child_failed(context, pending, error)
@@ -59,8 +74,8 @@ async def run_child_async(context: RunContext, pending: Pending) -> Any:
     context.attempt(pending)
     child = child_id(context, pending.position)
     try:
-        value = await context.engine.execute_call_async(
-            pending.call, run_id=child, parent_id=context.run_id, queue=context.queue, nested=True
+        value = await runs.execute_child_async(
+            context.host, pending.call, run_id=child, parent_id=context.run_id, queue=context.queue
         )
     except (Exception, Cancelled) as error:
         _child_failed(context, pending, error)
@@ -84,7 +99,7 @@ def _child_failed(context: RunContext, pending: Pending, error: BaseException) -
 
 def _changed_under(context: RunContext, pending: Pending) -> BaseException:
     """The child exists with other arguments: the parent's code changed under it."""
-    child = context.engine.backend.get_run(child_id(context, pending.position))
+    child = context.host.backend.get_run(child_id(context, pending.position))
     recorded = Step(
         run_id=context.run_id,
         position=pending.position,
@@ -112,10 +127,10 @@ def dispatch(context: RunContext, call: Call[Any], *, queue: str, priority: int)
         return run_id
     pending = context.pending(position, call, digest, kind=StepKind.DISPATCH)
     run_id = child_id(context, position)
-    _faults.hit("before_checkpoint", f"dispatch:{target.name}")
+    faults.hit("before_checkpoint", f"dispatch:{target.name}")
     try:
-        context.engine.dispatch_call(
-            call, run_id=run_id, queue=queue, priority=priority, parent_id=context.run_id
+        runs.create(
+            context.host, call, run_id, context.run_id, owner=None, queue=queue, priority=priority
         )
     except IdempotencyConflict:
         raise _changed_under(context, pending) from None

@@ -1,4 +1,8 @@
-"""The process-wide default engine, configured once or taken from the environment."""
+"""The process-wide default engine, configured once or taken from the environment.
+
+`durable.execute`, `dispatch`, `recover` and `Worker()` use it; so does the clock of
+task bodies (`durable.now()` outside a workflow in a `DurableEnv` is virtual time).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,10 @@ import os
 import threading
 from typing import Any
 
+from durable.backends import DEFAULT_URL
 from durable.core.clock import SYSTEM_CLOCK, Clock
 
-from .engine import DEFAULT_URL, Engine
+from .engine import Engine
 
 _lock = threading.Lock()
 _default: Engine | None = None

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from durable.api.decorators import Durable
+from durable.core.functions import Durable
 from durable.core.records import Run, Step
 from durable.errors import NondeterminismError
 
-from .engine import Engine
-from .runner import RunContext, run_coroutine
-from .scope import current
+from .context import RunContext, current
+from .host import Host
+from .loops import run_coroutine
 
 
 class _Frontier(BaseException):
@@ -28,12 +28,10 @@ class _Frontier(BaseException):
         self.call = call
 
 
-def dry_replay(
-    engine: Engine, workflow: Durable[..., Any], run: Run, steps: Sequence[Step]
-) -> None:
+def dry_replay(host: Host, workflow: Durable[..., Any], run: Run, steps: Sequence[Step]) -> None:
     """Run *workflow*'s function against *run*'s recorded *steps*; stop where they end.
 
-    Recorded outcomes are replayed and nothing is executed or written (*engine* is
+    Recorded outcomes are replayed and nothing is executed or written (*host* is
     used to decode payloads only). For a run that had finished, the code must also end
     where it ended.
 
@@ -41,8 +39,8 @@ def dry_replay(
         NondeterminismError: the code makes a different durable call than the one
             recorded, at the position the error names, or ends before the history does.
     """
-    arguments = engine.load(run.input, run.id, None)
-    context = RunContext(engine, run, list(steps))
+    arguments = host.load(run.input, run.id, None)
+    context = RunContext(host, run, list(steps))
 
     def stop(position: int, call: str) -> None:
         raise _Frontier(position, call)

@@ -1,6 +1,6 @@
 """Deleting finished runs, so that the tables do not grow without bound.
 
-`Engine.purge` and `durable.purge` (and ``durable purge``) delete, batch after batch,
+`Engine.purge`, `durable.purge` and ``durable purge`` delete, batch after batch,
 the runs that finished before a cutoff together with their history and events; which
 runs may go, and the atomicity of each batch, are `Backend.purge`'s contract. The
 cutoff is read once, from the backend's clock, so a purge always ends: runs finishing
@@ -68,24 +68,3 @@ def purge_before(backend: Backend, finished_before: float, *, batch: int) -> int
 def count_before(backend: Backend, finished_before: float) -> int:
     """How many runs `purge_before` would delete now (nothing is deleted)."""
     return backend.purge(finished_before=finished_before, limit=2**62, dry_run=True)
-
-
-def purge(older_than: Age, *, batch: int = 1000) -> int:
-    """Delete runs on the default database that finished more than *older_than* ago
-    (a timedelta, or seconds), with their history and events; see `Engine.purge`.
-
-    Each batch of *batch* runs is one transaction; batches follow until no run is left
-    to delete. Runs that something may still need stay: unfinished runs, the runs below
-    a live run, and the runs above it.
-
-    Returns:
-        How many runs were deleted.
-
-    Raises:
-        TypeError, ValueError: *older_than* is not a non-negative age, or *batch* is
-            not a positive number.
-    """
-    # Imported here: _config imports _engine, which imports this module.
-    from .defaults import get_engine
-
-    return get_engine().purge(older_than, batch=batch)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from durable.core.functions import Durable
 from durable.errors import DuplicateNameError
-
-if TYPE_CHECKING:
-    from durable.api.decorators import Durable
 
 _lock = threading.Lock()
 _by_name: dict[str, Durable[Any, Any]] = {}

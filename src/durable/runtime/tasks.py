@@ -10,34 +10,46 @@ a crash or a suspension the attempts continue where they were, never early.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from durable.api.decorators import Task
-from durable.core import faults as _faults
-from durable.core.records import StepStatus
+from durable.core import faults
+from durable.core.functions import Call
+from durable.core.records import Step, StepStatus
 
-from .scope import TaskScope, current
+from .context import Pending, RunContext, TaskScope, current
+from .loops import run_coroutine
 
-if TYPE_CHECKING:
-    from .runner import Pending, RunContext
+
+def step(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """Replay the task call at *position*, or run it to its outcome, synchronously."""
+    found = context.frontier_for(position, call)
+    if isinstance(found, Step):
+        return context.replayed(found)
+    return run(context, found)
+
+
+async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """Replay the async task call at *position*, or run it on the current loop."""
+    found = context.frontier_for(position, call)
+    if isinstance(found, Step):
+        return context.replayed(found)
+    return await run_async(context, found)
 
 
 def run(context: RunContext, pending: Pending) -> Any:
     """Run the task at *pending* to its outcome, synchronously."""
-    task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+    task = pending.call.target
     while True:
         if pending.due is not None:
             context.hold(pending.due)
         token = current.set(TaskScope(context.run_id, pending.position, context.attempt(pending)))
         try:
-            _faults.hit("before_task", f"task:{task.name}")
+            faults.hit("before_task", f"task:{task.name}")
             if task.is_async:
-                from .runner import run_coroutine
-
                 value = run_coroutine(task.fn(*pending.call.args, **pending.call.kwargs))
             else:
                 value = task.fn(*pending.call.args, **pending.call.kwargs)
-            _faults.hit("after_task", f"task:{task.name}")
+            faults.hit("after_task", f"task:{task.name}")
         except Exception as error:
             if not _failed_attempt(context, pending, error):
                 raise
@@ -49,19 +61,19 @@ def run(context: RunContext, pending: Pending) -> Any:
 
 async def run_async(context: RunContext, pending: Pending) -> Any:
     """Run the async task at *pending* on the current loop."""
-    task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+    task = pending.call.target
     while True:
         if pending.due is not None:
-            left = pending.due - context.engine.clock.now()
-            if 0 < left <= context.engine.max_inline_wait:
+            left = pending.due - context.host.clock.now()
+            if 0 < left <= context.host.max_inline_wait:
                 await asyncio.sleep(left)
             elif left > 0:
                 raise context.suspend(pending.due, None)
         token = current.set(TaskScope(context.run_id, pending.position, context.attempt(pending)))
         try:
-            _faults.hit("before_task", f"task:{task.name}")
+            faults.hit("before_task", f"task:{task.name}")
             value = await task.fn(*pending.call.args, **pending.call.kwargs)
-            _faults.hit("after_task", f"task:{task.name}")
+            faults.hit("after_task", f"task:{task.name}")
         except Exception as error:
             if not _failed_attempt(context, pending, error):
                 raise
@@ -73,14 +85,14 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
 
 def _failed_attempt(context: RunContext, pending: Pending, error: Exception) -> bool:
     """Record a failed attempt, with when the next one is due; False to give up."""
-    task: Task[..., Any] = pending.call.target  # type: ignore[assignment]
+    task = pending.call.target
     retry = task.retry.should_retry(error, pending.attempt)
     if retry:
-        pending.due = context.engine.clock.now() + task.retry.delay(pending.attempt)
+        pending.due = context.host.clock.now() + task.retry.delay(pending.attempt)
     step = context.step_for(
         pending,
         StepStatus.RETRYING if retry else StepStatus.FAILED,
-        error=context.engine.dump_error(error),
+        error=context.host.dump_error(error),
         wake_at=pending.due if retry else None,
     )
     context.record(step)

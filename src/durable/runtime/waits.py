@@ -19,15 +19,14 @@ it after a crash never delivers the event twice.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from durable.core import faults as _faults
+from durable.core import faults
 from durable.core.hashing import call_hash
 from durable.core.records import RunStatus, Step, StepKind, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound, StorageError, WaitTimeout
 
-if TYPE_CHECKING:
-    from .runner import RunContext
+from .context import RunContext
 
 SLEEP = "durable.sleep"
 JOIN = "durable.wait"
@@ -36,7 +35,7 @@ _NULL = b"jnull"
 
 
 def _waiting(context: RunContext, position: int, kind: StepKind, name: str, digest: str) -> Step:
-    now = context.engine.clock.now()
+    now = context.host.clock.now()
     return Step(
         run_id=context.run_id,
         position=position,
@@ -60,7 +59,7 @@ def _ended(context: RunContext, started: Step, **outcome: Any) -> Step:
         status=outcome.pop("status", StepStatus.COMPLETED),
         input=outcome.pop("input", started.input),
         started_at=started.started_at,
-        finished_at=context.engine.clock.now(),
+        finished_at=context.host.clock.now(),
         epoch=context.epoch,
         wake_at=started.wake_at,
         **outcome,
@@ -77,7 +76,7 @@ def sleep_until(context: RunContext, deadline: float) -> None:
     if recorded is None or recorded.wake_at is None:
         started = _waiting(context, position, StepKind.SLEEP, SLEEP, _SLEEP_HASH)
         recorded = dataclasses.replace(started, wake_at=deadline)
-        if deadline > context.engine.clock.now():
+        if deadline > context.host.clock.now():
             recorded = context.record(recorded)
             if recorded.status.finished:  # another writer got there first
                 context.replayed(recorded)
@@ -93,26 +92,26 @@ def receive(context: RunContext, name: str, timeout: float | None) -> Any:
     recorded = context.decide(position, StepKind.EVENT, name, digest)
     if recorded is not None and recorded.status.finished:
         return context.replayed(recorded)
-    engine = context.engine
+    host = context.host
     started = recorded or _waiting(context, position, StepKind.EVENT, name, digest)
     taken = _consume(context, _ended(context, started), name)
     if taken is not None:
         return context.replayed(taken)
-    now = engine.clock.now()
+    now = host.clock.now()
     deadline = started.wake_at if recorded else None if timeout is None else now + timeout
     if deadline is not None and deadline <= now:
         timed_out = _ended(context, started, output=_NULL, input=b'j{"timed_out":true}')
         return context.replayed(context.record(timed_out))
     if recorded is None:
-        preview = engine.preview({"timeout": timeout})
+        preview = host.preview({"timeout": timeout})
         context.record(dataclasses.replace(started, wake_at=deadline, input=preview))
     raise context.suspend(deadline, f"event:{name}")
 
 
 def _consume(context: RunContext, step: Step, name: str) -> Step | None:
-    _faults.hit("before_checkpoint", f"event:{name}")
+    faults.hit("before_checkpoint", f"event:{name}")
     try:
-        taken = context.engine.backend.consume_event(step, context.epoch, name)
+        taken = context.host.backend.consume_event(step, context.epoch, name)
     except (LeaseLost, StorageError) as error:
         raise context.poison(error) from None
     if taken is None:
@@ -131,11 +130,11 @@ def join(context: RunContext, run_id: str, timeout: float | None) -> Any:
     recorded = context.decide(position, StepKind.JOIN, JOIN, digest)
     if recorded is not None and recorded.status.finished:
         return context.replayed(recorded)
-    engine = context.engine
+    host = context.host
     started = recorded or _waiting(context, position, StepKind.JOIN, JOIN, digest)
-    started = dataclasses.replace(started, input=engine.preview({"run": run_id}))
+    started = dataclasses.replace(started, input=host.preview({"run": run_id}))
     try:
-        run = engine.reread(run_id)
+        run = host.reread(run_id)
     except StorageError as error:
         raise context.poison(error) from None
     if run.status.finished:
@@ -145,17 +144,17 @@ def join(context: RunContext, run_id: str, timeout: float | None) -> Any:
             started,
             status=StepStatus.COMPLETED if completed else StepStatus.FAILED,
             output=run.output if completed else None,
-            error=None if completed else engine.error_of(run),
+            error=None if completed else host.error_of(run),
         )
         return context.replayed(context.record(outcome))
-    now = engine.clock.now()
+    now = host.clock.now()
     deadline = started.wake_at if recorded else None if timeout is None else now + timeout
     if deadline is not None and deadline <= now:
         late = WaitTimeout(
             f"Run {run_id!r} did not finish within {timeout} s (it is {run.status}).",
             run_id=run_id,
         )
-        failed = _ended(context, started, status=StepStatus.FAILED, error=engine.dump_error(late))
+        failed = _ended(context, started, status=StepStatus.FAILED, error=host.dump_error(late))
         return context.replayed(context.record(failed))
     if recorded is None:
         context.record(dataclasses.replace(started, wake_at=deadline))
@@ -170,19 +169,19 @@ def send(context: RunContext, run_id: str, name: str, payload: Any) -> None:
     if recorded is not None and recorded.status.finished:
         context.replayed(recorded)
         return
-    engine = context.engine
+    host = context.host
     started = _waiting(context, position, StepKind.SEND, name, digest)
-    data = engine.dump(payload, f"the payload of event {name!r} sent at position {position}")
-    _faults.hit("before_checkpoint", f"send:{name}")
+    data = host.dump(payload, f"the payload of event {name!r} sent at position {position}")
+    faults.hit("before_checkpoint", f"send:{name}")
     try:
-        event = engine.backend.send_event(
+        event = host.backend.send_event(
             run_id, name, data, key=f"{context.run_id}:{position}", sender=context.run_id
         )
     except (RunNotFound, RunFinished) as error:
-        failed = _ended(context, started, status=StepStatus.FAILED, error=engine.dump_error(error))
+        failed = _ended(context, started, status=StepStatus.FAILED, error=host.dump_error(error))
         context.replayed(context.record(failed))
         return
     except StorageError as error:
         raise context.poison(error) from None
-    preview = engine.preview({"run": run_id, "event": event.id})
+    preview = host.preview({"run": run_id, "event": event.id})
     context.replayed(context.record(_ended(context, started, input=preview, output=_NULL)))

@@ -27,12 +27,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from durable.backends import TIMERS, Backend
-from durable.core import faults as _faults
+from durable.core import faults
 from durable.core.records import Run, RunStatus
 from durable.errors import ConfigurationError, StorageError
 
-from . import owners as _owner
-from . import registry as _registry
+from . import owners, registry
 from .defaults import get_engine
 from .engine import Engine
 
@@ -87,7 +86,7 @@ class Worker:
         """Start claiming and executing runs in background threads."""
         if self._thread is not None:
             raise RuntimeError("This worker has already been started.")
-        names = _registry.names()
+        names = registry.names()
         log.info(
             "worker %s: queues %s, %d slots, %d workflows and tasks known",
             self.engine.owner,
@@ -116,7 +115,7 @@ class Worker:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         with self._slots:
-            self.engine.draining.update(self._active)
+            self.engine.leases.draining.update(self._active)
             self._slots.wait_for(lambda: not self._active, timeout=grace)
             leftovers = dict(self._active)
         for run_id, epoch in leftovers.items():
@@ -187,7 +186,7 @@ class Worker:
         """Claim up to *free* runs, queue by queue, starting with a different queue each
         time so that a busy queue cannot starve the others. Priority orders runs within
         a queue."""
-        names = _registry.names()
+        names = registry.names()
         claimed: list[Run] = []
         self._turn = (self._turn + 1) % len(self.queues)
         for queue in self.queues[self._turn :] + self.queues[: self._turn]:
@@ -213,12 +212,12 @@ class Worker:
             Whether some takeover was held back (one unproven run at a time).
         """
         deferred = False
-        names = set(_registry.names())
+        names = set(registry.names())
         for name in self.engine.backend.queued_workflows(self.queues):
             if name not in names:
                 self.engine.warn_unknown(name, f"queued work in {', '.join(self.queues)}")
         wanted = (RunStatus.RUNNING, RunStatus.BLOCKED) if include_blocked else (RunStatus.RUNNING,)
-        for run in self.engine.backend.recoverable(host=_owner.host()):
+        for run in self.engine.backend.recoverable(host=owners.host()):
             if free <= 0:
                 return deferred
             if (
@@ -236,14 +235,14 @@ class Worker:
                     # lost in a database restart. Our heartbeat would renew it forever.
                     self.engine.release_quietly(run)
                 continue
-            if takeover and self.engine.unproven.intersection(self._active):
+            if takeover and self.engine.leases.unproven.intersection(self._active):
                 deferred = True  # one unproven takeover at a time (see the module docstring)
                 continue
             claimed = self.engine.claim(run)
             if claimed is not None and claimed.status is RunStatus.RUNNING:
                 log.info("run %s: taken over from %s", run.id, run.lease_owner or "nobody")
                 if claimed.recoveries:
-                    self.engine.unproven.add(claimed.id)
+                    self.engine.leases.unproven.add(claimed.id)
                 self._start(claimed)
                 free -= 1
         return deferred
@@ -255,7 +254,7 @@ class Worker:
 
     def _execute(self, run: Run) -> None:
         try:
-            _faults.hit("after_claim", run.id)
+            faults.hit("after_claim", run.id)
             target = self.engine.known(run)
             if target is not None:
                 self.engine.resume_quietly(run, target)

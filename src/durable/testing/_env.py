@@ -14,10 +14,10 @@ import datetime as dt
 import threading
 from typing import Any, TypeVar
 
-from durable.api.decorators import Durable
 from durable.api.handles import Handle, _one_call
 from durable.api.waiting import send
 from durable.backends.memory import MemoryBackend
+from durable.core.functions import Durable
 from durable.core.records import Run, RunStatus, Step, StepKind
 from durable.errors import DurableError
 from durable.runtime import defaults as _config

@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from durable.api.decorators import Durable
 from durable.backends.memory import MemoryBackend
+from durable.core.functions import Durable
 from durable.core.records import Run, RunStatus, Step, StepKind, StepStatus
 from durable.runtime.defaults import get_engine
 from durable.runtime.dry_replay import dry_replay

@@ -1,21 +1,18 @@
-"""The public verbs: execute, the recorded helpers, task_key, recover."""
+"""`execute` and `execute_async`: run workflows and tasks durably, now."""
 
 from __future__ import annotations
 
-import datetime as dt
-import random as _random
-import uuid as _uuid
+import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, overload
 
-from durable.core.records import StepKind
-from durable.errors import DurableError, NotDurableError
-from durable.runtime.defaults import configured_clock, get_engine
+from durable.core.functions import Call, Durable
+from durable.errors import NotDurableError
+from durable.runtime import calls
+from durable.runtime.context import RunContext, current
+from durable.runtime.defaults import get_engine
 from durable.runtime.engine import Engine
-from durable.runtime.runner import RunContext
-from durable.runtime.scope import TaskScope, current
-
-from .decorators import Call, Durable
+from durable.runtime.loops import run_coroutine
 
 T = TypeVar("T")
 T1 = TypeVar("T1")
@@ -30,14 +27,14 @@ def _calls(
     if isinstance(target, Durable):
         return [target.bind(*args, **kwargs)], True
     if isinstance(target, Call):
-        calls = [target, *args]
-        bad = [c for c in calls if not isinstance(c, Call)]
+        given = [target, *args]
+        bad = [c for c in given if not isinstance(c, Call)]
         if bad or kwargs:
             raise TypeError(
                 "execute() takes either one workflow or task with its arguments, or several "
                 "bound calls (fn.bind(...)) and nothing else."
             )
-        return calls, len(calls) == 1
+        return given, len(given) == 1
     name = getattr(target, "__qualname__", repr(target))
     raise NotDurableError(
         f"{name} is not a workflow or task. Decorate it with @durable.workflow or "
@@ -90,7 +87,7 @@ def execute(target: Any, /, *args: Any, id: str | None = None, **kwargs: Any) ->
         NondeterminismError: the run's history no longer matches the code.
         Exception: whatever the workflow or task raised, of its original type.
     """
-    calls, single = _calls(target, args, kwargs)
+    bound, single = _calls(target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
         if id is not None:
@@ -98,17 +95,15 @@ def execute(target: Any, /, *args: Any, id: str | None = None, **kwargs: Any) ->
                 "id= is for application code; inside a workflow, child ids are derived."
             )
         if single:
-            from durable.runtime.runner import run_coroutine
-
-            result = context.run_call(calls[0])
-            return run_coroutine(result) if calls[0].target.is_async else result
-        return tuple(context.parallel(calls))
+            result = calls.run_call(context, bound[0])
+            return run_coroutine(result) if bound[0].target.is_async else result
+        return tuple(calls.parallel(context, bound))
     engine = get_engine()
     if single:
-        return engine.execute_call(calls[0], run_id=id)
+        return engine.execute_call(bound[0], run_id=id)
     if id is not None:
         raise TypeError("id= names one run; it cannot be combined with several calls.")
-    futures = [engine.branches.submit(_top_level(engine, call)) for call in calls]
+    futures = [engine.branches.submit(_top_level(engine, call)) for call in bound]
     return tuple(future.result() for future in futures)
 
 
@@ -118,9 +113,7 @@ def _top_level(engine: Engine, call: Call[Any]) -> Callable[[], Any]:
 
 async def execute_async(target: Any, /, *args: Any, id: str | None = None, **kwargs: Any) -> Any:
     """`execute` for async code: awaitable, runs async workflows and tasks on this loop."""
-    import asyncio
-
-    calls, single = _calls(target, args, kwargs)
+    bound, single = _calls(target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
         if id is not None:
@@ -128,72 +121,11 @@ async def execute_async(target: Any, /, *args: Any, id: str | None = None, **kwa
                 "id= is for application code; inside a workflow, child ids are derived."
             )
         if single:
-            return await context.step_async(context.allocate(), calls[0])
-        return tuple(await context.parallel_async(calls))
+            return await calls.step_async(context, context.allocate(), bound[0])
+        return tuple(await calls.parallel_async(context, bound))
     engine = get_engine()
     if single:
-        return await engine.execute_call_async(calls[0], run_id=id)
+        return await engine.execute_call_async(bound[0], run_id=id)
     if id is not None:
         raise TypeError("id= names one run; it cannot be combined with several calls.")
-    return tuple(await asyncio.gather(*(engine.execute_call_async(c) for c in calls)))
-
-
-def _recorded(kind: StepKind, name: str, produce: Callable[[], T]) -> T:
-    context = current.get()
-    if isinstance(context, RunContext):
-        result: T = context.record_value(kind, name, produce)
-        return result
-    return produce()
-
-
-def now() -> dt.datetime:
-    """The current time (UTC). Inside a workflow it is recorded, so replay sees the same.
-
-    Time comes from the engine's clock: in a `durable.testing.DurableEnv`, virtual time,
-    task bodies and test code included.
-    """
-    return _recorded(
-        StepKind.NOW,
-        "durable.now",
-        lambda: dt.datetime.fromtimestamp(_clock_now(), tz=dt.UTC),
-    )
-
-
-def _clock_now() -> float:
-    context = current.get()
-    if isinstance(context, RunContext):
-        return context.engine.clock.now()
-    return configured_clock().now()  # a task body or app code: the default engine's
-
-
-def uuid4() -> _uuid.UUID:
-    """A random UUID. Inside a workflow it is recorded, so replay sees the same."""
-    return _recorded(StepKind.UUID, "durable.uuid4", _uuid.uuid4)
-
-
-def random() -> float:
-    """A random float in [0, 1). Inside a workflow it is recorded, so replay sees the same."""
-    return _recorded(StepKind.RANDOM, "durable.random", _random.random)
-
-
-def task_key() -> str:
-    """A stable key for the task body running now: ``"run_id:position"``.
-
-    It is the same on every attempt and every replay, which makes it an idempotency key
-    for external side effects (a payment provider's idempotency header, a unique row).
-
-    Raises:
-        DurableError: called outside a task body running inside a workflow.
-    """
-    context = current.get()
-    if isinstance(context, TaskScope):
-        return f"{context.run_id}:{context.position}"
-    raise DurableError(
-        "task_key() names a task's position in a run; call it inside a task body that a "
-        "workflow is running."
-    )
-
-
-def recover(*, wait: bool = True) -> list[str]:
-    """Resume every run on the default database whose owner is gone (see `Engine.recover`)."""
-    return get_engine().recover(wait=wait)
+    return tuple(await asyncio.gather(*(engine.execute_call_async(c) for c in bound)))

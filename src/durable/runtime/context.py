@@ -2,9 +2,9 @@
 
 `RunContext` is what `current` holds while a workflow body runs. Each durable call
 takes a position, asks the cursor whether it is recorded, and either replays the
-recorded outcome or runs the call and records it with one fenced write. Tasks and
-their retries live in `_tasks.py`; child workflows and dispatch in `_children.py`;
-waits in `_waits.py`.
+recorded outcome or runs the call and records it with one fenced write. Which call
+runs how is decided above, in `calls.py`: tasks and their retries (`tasks.py`), child
+workflows and dispatch (`children.py`), waits and sends (`waits.py`).
 
 Some conditions end an execution early, whatever the workflow code does:
 
@@ -23,16 +23,14 @@ point is recorded, so replay raises it at the same place.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import threading
-from collections.abc import Callable, Coroutine, Sequence
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
 
-from durable.api.decorators import Call, Task
-from durable.core import faults as _faults
+from durable.core import faults
 from durable.core.clock import SystemClock
+from durable.core.functions import Call
 from durable.core.hashing import call_hash
 from durable.core.records import Run, Step, StepKind, StepStatus
 from durable.core.replay import Replay, describe
@@ -45,89 +43,39 @@ from durable.errors import (
     StorageError,
 )
 
-from . import children as _children
-from . import tasks as _tasks
-
-if TYPE_CHECKING:
-    from .engine import Engine
-
-T = TypeVar("T")
+from .host import Host
+from .loops import in_event_loop
+from .stops import Abandoned, Suspend
 
 _CANCEL = "durable.cancel"
 _CANCEL_HASH = call_hash(StepKind.CANCEL, _CANCEL, {})
 
 
-class Suspend(BaseException):
-    """Unwinds a workflow whose run must wait: until *wake_at* (engine clock), or until
-    what *waiting_on* names (``event:<name>``, ``run:<id>``), whichever comes first.
+@dataclass(frozen=True, slots=True)
+class TaskScope:
+    """Set while a task body runs: calls are plain, `task_key()` names the position."""
 
-    Parallel branches that wait at once share one Suspend: the earliest deadline, and
-    the first thing waited on (the run is replayed when that comes, and waits again
-    for whatever is still missing).
-    """
-
-    def __init__(self, wake_at: float | None, waiting_on: str | None) -> None:
-        super().__init__("suspended")
-        self.wake_at = wake_at
-        self.waiting_on = waiting_on
-
-    def merge(self, wake_at: float | None, waiting_on: str | None) -> None:
-        """Fold in another branch's wait."""
-        if wake_at is not None and (self.wake_at is None or wake_at < self.wake_at):
-            self.wake_at = wake_at
-        if self.waiting_on is None:
-            self.waiting_on = waiting_on
+    run_id: str
+    position: int
+    attempt: int
 
 
-class Abandoned(BaseException):
-    """Unwinds a workflow whose execution must stop here.
-
-    *cause* is the lost lease or storage failure, or None when the worker is draining
-    for shutdown and hands the run back.
-    """
-
-    def __init__(self, cause: LeaseLost | StorageError | None) -> None:
-        super().__init__(str(cause) if cause else "released for shutdown")
-        self.cause = cause
+#: Where am I? The live run (inside a workflow body), a task scope (inside a task body,
+#: where calls are plain again), or nothing (application code).
+current: ContextVar[RunContext | TaskScope | None] = ContextVar("durable_current", default=None)
 
 
-def _in_event_loop() -> bool:
-    """Whether an event loop runs in this thread (sleeping here would stall it)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run *coroutine* to completion from synchronous code, even under a running loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    # A loop already runs in this thread (sync code called from async code): give the
-    # coroutine a loop of its own in a helper thread, carrying our context along.
-    result: Future[T] = Future()
-    context = contextvars.copy_context()
-
-    def target() -> None:
-        try:
-            result.set_result(context.run(asyncio.run, coroutine))
-        except BaseException as error:
-            result.set_exception(error)
-
-    thread = threading.Thread(target=target, name="durable-async")
-    thread.start()
-    thread.join()
-    return result.result()
+def current_run() -> RunContext | None:
+    """The run executing in this context, if any."""
+    context = current.get()
+    return context if isinstance(context, RunContext) else None
 
 
 class RunContext:
-    """The live state of one run: cursor, epoch, and the engine it writes through."""
+    """The live state of one run: cursor, epoch, and the host it writes through."""
 
-    def __init__(self, engine: Engine, run: Run, history: Sequence[Step]) -> None:
-        self.engine = engine
+    def __init__(self, host: Host, run: Run, history: Sequence[Step]) -> None:
+        self.host = host
         self.run_id = run.id
         self.epoch = run.epoch
         self.queue = run.queue
@@ -142,14 +90,14 @@ class RunContext:
         #: taken over from an owner that died; the count resets once this run progresses.
         self._recovering = run.recoveries > 0
         if self._recovering:
-            engine.unproven.add(run.id)
+            host.leases.unproven.add(run.id)
 
     # -- positions -------------------------------------------------------------------
 
     def allocate(self, count: int = 1) -> int:
         """Take the next *count* positions; deliver a pending cancellation there instead."""
         self.check()
-        if self.run_id in self.engine.draining:
+        if self.run_id in self.host.leases.draining:
             raise self.poison(Abandoned(None))
         first = self.replay.allocate(count)
         recorded = self.replay.recorded(first)
@@ -159,7 +107,7 @@ class RunContext:
         unfinished = recorded is None or not recorded.status.finished
         if unfinished and self.cancel_requested and not self.cancel_delivered:
             self.cancel_delivered = True
-            now = self.engine.clock.now()
+            now = self.host.clock.now()
             marker = Step(
                 run_id=self.run_id,
                 position=first,
@@ -207,11 +155,11 @@ class RunContext:
         """Return once *wake_at* (engine clock) has come: at once if it has; after
         sleeping here if it is at most `Engine.max_inline_wait` away; otherwise by
         suspending the run, which replays up to this point once it is due."""
-        clock = self.engine.clock
+        clock = self.host.clock
         left = wake_at - clock.now()
         if left <= 0:
             return
-        if left <= self.engine.max_inline_wait and not _in_event_loop():
+        if left <= self.host.max_inline_wait and not in_event_loop():
             clock.sleep(left)
             if isinstance(clock, SystemClock):
                 return
@@ -219,51 +167,6 @@ class RunContext:
             if clock.now() >= wake_at:
                 return
         raise self.suspend(wake_at, None)
-
-    # -- entry points ----------------------------------------------------------------
-
-    def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A workflow or task called inside the workflow (from `Durable.__call__`)."""
-        return self.run_call(Call(target, args, kwargs, target.bind_arguments(args, kwargs)))
-
-    def run_call(self, call: Call[Any]) -> Any:
-        """Run one durable call at the next position; async targets return a coroutine."""
-        position = self.allocate()
-        if call.target.is_async:
-            return self.step_async(position, call)
-        return self.step(position, call)
-
-    def parallel(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """Run *calls* concurrently at consecutive positions; results in argument order.
-
-        Every call finishes (and is recorded) before this returns; if any failed, the
-        first failure in argument order is raised, so replay raises the same one.
-        """
-        first = self.allocate(len(calls))
-        futures = [
-            self.engine.branches.submit(self._branch(first + i, c)) for i, c in enumerate(calls)
-        ]
-        return self._gather([f.exception() or f.result() for f in futures])
-
-    def _branch(self, position: int, call: Call[Any]) -> Callable[[], Any]:
-        if call.target.is_async:
-            return lambda: run_coroutine(self.step_async(position, call))
-        return lambda: self.step(position, call)
-
-    async def parallel_async(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
-        first = self.allocate(len(calls))
-        outcomes = await asyncio.gather(
-            *(self.step_async(first + i, c) for i, c in enumerate(calls)), return_exceptions=True
-        )
-        return self._gather(outcomes)
-
-    def _gather(self, outcomes: Sequence[Any]) -> list[Any]:
-        self.check()
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return list(outcomes)
 
     # -- one position ------------------------------------------------------------------
 
@@ -289,7 +192,7 @@ class RunContext:
             self.frontier(position, describe(kind, name, digest))
         return recorded
 
-    def _pending(self, position: int, call: Call[Any]) -> Pending | Step:
+    def frontier_for(self, position: int, call: Call[Any]) -> Pending | Step:
         """The recorded finished step to replay, or the pending call to run."""
         target = call.target
         digest = call_hash(target.kind, target.name, call.arguments)
@@ -298,33 +201,12 @@ class RunContext:
             return recorded
         return self.pending(position, call, digest, recorded=recorded)
 
-    def step(self, position: int, call: Call[Any]) -> Any:
-        """Replay or run *call* at *position*, synchronously."""
-        pending = self._pending(position, call)
-        if isinstance(pending, Step):
-            return self.replayed(pending)
-        if isinstance(call.target, Task):
-            return _tasks.run(self, pending)
-        return _children.run_child(self, pending)
-
-    async def step_async(self, position: int, call: Call[Any]) -> Any:
-        """Replay or run *call* at *position*, awaiting async bodies on this loop."""
-        pending = self._pending(position, call)
-        if isinstance(pending, Step):
-            return self.replayed(pending)
-        if not call.target.is_async:
-            # A sync body would block the loop: run the whole step in a thread.
-            return await asyncio.to_thread(contextvars.Context().run, self.step, position, call)
-        if isinstance(call.target, Task):
-            return await _tasks.run_async(self, pending)
-        return await _children.run_child_async(self, pending)
-
     def replayed(self, step: Step) -> Any:
         """Return (or raise) the recorded outcome of a finished step."""
         try:
             if step.status is StepStatus.COMPLETED:
-                return self.engine.load(step.output or b"", self.run_id, step.position)
-            error = self.engine.load_error(step.error or b"", self.run_id, step.position)
+                return self.host.load(step.output or b"", self.run_id, step.position)
+            error = self.host.load_error(step.error or b"", self.run_id, step.position)
         except PayloadError as bad:
             raise self.poison(bad) from None
         if isinstance(error, Cancelled):
@@ -339,8 +221,8 @@ class RunContext:
         if recorded is not None:
             return self.replayed(recorded)
         value = produce()
-        now = self.engine.clock.now()
-        output = self.engine.dump(value, f"the value of {name}() at position {position}")
+        now = self.host.clock.now()
+        output = self.host.dump(value, f"the value of {name}() at position {position}")
         step = Step(
             run_id=self.run_id, position=position, kind=kind, name=name, call_hash=digest,
             status=StepStatus.COMPLETED, output=output, started_at=now, finished_at=now,
@@ -352,13 +234,13 @@ class RunContext:
 
     def attempt(self, pending: Pending) -> int:
         """Start one more attempt at *pending*; return its number (from 1)."""
-        pending.start(self.engine.clock.now())
+        pending.start(self.host.clock.now())
         return pending.next_attempt()
 
     def step_for(self, pending: Pending, status: StepStatus, **outcome: Any) -> Step:
         """The history row for *pending* with *status* and its output or error."""
         call = pending.call
-        now = self.engine.clock.now()
+        now = self.host.clock.now()
         return Step(
             run_id=self.run_id,
             position=pending.position,
@@ -366,7 +248,7 @@ class RunContext:
             name=call.target.name,
             call_hash=pending.digest,
             status=status,
-            input=self.engine.preview(call.arguments),
+            input=self.host.preview(call.arguments),
             attempts=max(pending.attempt, 1),
             started_at=pending.started or now,
             finished_at=now,
@@ -377,7 +259,7 @@ class RunContext:
     def succeeded(self, pending: Pending, value: Any) -> Any:
         """Record *value* as the outcome of *pending* and return it."""
         try:
-            output = self.engine.dump(value, pending.describe_result)
+            output = self.host.dump(value, pending.describe_result)
         except SerializationError as error:
             # Deterministic: record the failure, so replay raises it without re-running.
             self.failed(pending, error)
@@ -386,7 +268,7 @@ class RunContext:
 
     def failed(self, pending: Pending, error: BaseException) -> None:
         """Record *error* as the outcome of *pending*."""
-        self.record(self.step_for(pending, StepStatus.FAILED, error=self.engine.dump_error(error)))
+        self.record(self.step_for(pending, StepStatus.FAILED, error=self.host.dump_error(error)))
 
     def settle(self, step: Step, value: Any) -> Any:
         """Record a finished step; if another writer got there first, use its outcome."""
@@ -397,10 +279,10 @@ class RunContext:
 
     def record(self, step: Step) -> Step:
         """Write *step* (fenced); learn of cancellation requests on the way back."""
-        if _faults.ARMED:  # the subject costs more to build than the check
-            _faults.hit("before_checkpoint", f"{step.kind.value}:{step.name}")
+        if faults.ARMED:  # the subject costs more to build than the check
+            faults.hit("before_checkpoint", f"{step.kind.value}:{step.name}")
         try:
-            stored, cancel = self.engine.backend.record(step, self.epoch)
+            stored, cancel = self.host.backend.record(step, self.epoch)
         except (LeaseLost, StorageError) as error:
             raise self.poison(error) from None
         self.cancel_requested = self.cancel_requested or cancel
@@ -414,8 +296,8 @@ class RunContext:
         its process: after a takeover, it starts counting owner deaths afresh."""
         if self._recovering:
             self._recovering = False
-            self.engine.backend.mark_progress(self.run_id, self.epoch)
-            self.engine.unproven.discard(self.run_id)
+            self.host.backend.mark_progress(self.run_id, self.epoch)
+            self.host.leases.unproven.discard(self.run_id)
 
 
 class Pending:

@@ -1,0 +1,76 @@
+"""Values recorded once inside a workflow (`now`, `uuid4`, `random`), and `task_key`.
+
+Inside a workflow each value is made the first time and replayed afterwards, so the
+workflow sees the same value on every replay; anywhere else they are plain calls.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random as _random
+import uuid as _uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+from durable.core.records import StepKind
+from durable.errors import DurableError
+from durable.runtime.context import RunContext, TaskScope, current
+from durable.runtime.defaults import configured_clock
+
+T = TypeVar("T")
+
+
+def _recorded(kind: StepKind, name: str, produce: Callable[[], T]) -> T:
+    context = current.get()
+    if isinstance(context, RunContext):
+        result: T = context.record_value(kind, name, produce)
+        return result
+    return produce()
+
+
+def now() -> dt.datetime:
+    """The current time (UTC). Inside a workflow it is recorded, so replay sees the same.
+
+    Time comes from the engine's clock: in a `durable.testing.DurableEnv`, virtual time,
+    task bodies and test code included.
+    """
+    return _recorded(
+        StepKind.NOW,
+        "durable.now",
+        lambda: dt.datetime.fromtimestamp(_clock_now(), tz=dt.UTC),
+    )
+
+
+def _clock_now() -> float:
+    context = current.get()
+    if isinstance(context, RunContext):
+        return context.host.clock.now()
+    return configured_clock().now()  # a task body or app code: the default engine's
+
+
+def uuid4() -> _uuid.UUID:
+    """A random UUID. Inside a workflow it is recorded, so replay sees the same."""
+    return _recorded(StepKind.UUID, "durable.uuid4", _uuid.uuid4)
+
+
+def random() -> float:
+    """A random float in [0, 1). Inside a workflow it is recorded, so replay sees the same."""
+    return _recorded(StepKind.RANDOM, "durable.random", _random.random)
+
+
+def task_key() -> str:
+    """A stable key for the task body running now: ``"run_id:position"``.
+
+    It is the same on every attempt and every replay, which makes it an idempotency key
+    for external side effects (a payment provider's idempotency header, a unique row).
+
+    Raises:
+        DurableError: called outside a task body running inside a workflow.
+    """
+    context = current.get()
+    if isinstance(context, TaskScope):
+        return f"{context.run_id}:{context.position}"
+    raise DurableError(
+        "task_key() names a task's position in a run; call it inside a task body that a "
+        "workflow is running."
+    )

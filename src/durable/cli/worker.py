@@ -1,0 +1,113 @@
+"""`durable worker`: import the modules that define workflows, then serve queues."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+from durable.runtime.defaults import configure
+from durable.runtime.worker import Worker
+
+from .common import add_db_option, import_modules
+
+log = logging.getLogger("durable.cli")
+
+WORKER_EXAMPLES = """\
+examples:
+  durable worker myapp.workflows
+  durable worker myapp.billing myapp.shipping --db postgresql://app@db/app --concurrency 16
+  durable worker jobs.py --queue emails --queue reports --lease 60
+  DURABLE_DATABASE_URL=sqlite:///app.db python -m durable worker myapp.workflows
+
+Stop with SIGTERM or Ctrl-C: running work is handed back at its next durable call (or
+after --grace seconds) for another worker to continue. A second signal exits at once;
+nothing is lost either way, the runs are taken over when their lease expires.
+"""
+
+
+def add_command(commands: Any) -> None:
+    """Register ``durable worker``."""
+    worker = commands.add_parser(
+        "worker",
+        help="claim and run queued workflows and tasks",
+        description="Import MODULEs so their @workflow/@task functions register, then claim "
+        "and execute queued runs until stopped.",
+        epilog=WORKER_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    worker.add_argument(
+        "modules", nargs="+", metavar="MODULE", help="dotted module name or .py file"
+    )
+    add_db_option(worker)
+    worker.add_argument(
+        "--queue",
+        action="append",
+        dest="queues",
+        metavar="NAME",
+        help="queue to serve (repeatable; default: default)",
+    )
+    worker.add_argument("--concurrency", type=int, default=8, help="runs at once (default: 8)")
+    worker.add_argument("--lease", type=float, default=30.0, help="lease in seconds (default: 30)")
+    worker.add_argument(
+        "--grace", type=float, default=30.0, help="seconds to wind down on a signal (default: 30)"
+    )
+    worker.add_argument(
+        "--max-recoveries",
+        type=int,
+        default=10,
+        help="owner deaths before a run is given up as dead (default: 10)",
+    )
+    worker.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default: INFO",
+    )
+    worker.set_defaults(handler=run_worker)
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    """`durable worker`: serve queues until SIGTERM or SIGINT."""
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        import_modules(args.modules)
+    except Exception as error:
+        print(f"durable: cannot import {' '.join(args.modules)}: {error}", file=sys.stderr)
+        return 2
+    engine = configure(args.db, lease=args.lease, max_recoveries=args.max_recoveries)
+    worker = Worker(
+        engine, queues=args.queues or ["default"], concurrency=args.concurrency, grace=args.grace
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            log.warning("second %s: exiting now", signal.Signals(signum).name)
+            os._exit(130)
+        log.info("%s: stopping; send it again to exit at once", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    worker.start()
+    while not stop.wait(0.5):
+        pass  # the main thread stays free to run signal handlers
+    busy = worker.stop()
+    engine.close()
+    if busy:
+        # Their runs are handed back; the threads still in task bodies cannot be stopped,
+        # and waiting for them could take forever. Exit now (nothing of theirs can be
+        # recorded any more: the engine is closed and their runs have new epochs soon).
+        log.info("exiting with %d task bodies still running; their runs were handed back", busy)
+        logging.shutdown()
+        os._exit(0)
+    return 0

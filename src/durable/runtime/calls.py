@@ -1,0 +1,90 @@
+"""Durable calls made inside a workflow: where each goes, alone or in parallel.
+
+A call to a task or workflow takes the next position of the run (a parallel group
+takes consecutive ones) and is replayed or run there: tasks by `tasks.py`, child
+workflows by `children.py`. This is what `@workflow`/`@task` objects and `execute`
+call when they find a run in `context.current`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from durable.core.functions import Call, Durable
+from durable.core.records import Step, StepKind
+
+from . import children, tasks
+from .context import RunContext
+from .loops import run_coroutine
+
+
+def call(
+    context: RunContext, target: Durable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """A workflow or task called inside the workflow (its ``__call__``)."""
+    return run_call(context, Call(target, args, kwargs, target.bind_arguments(args, kwargs)))
+
+
+def run_call(context: RunContext, call: Call[Any]) -> Any:
+    """Run one durable call at the next position; async targets return a coroutine."""
+    position = context.allocate()
+    if call.target.is_async:
+        return step_async(context, position, call)
+    return step(context, position, call)
+
+
+def parallel(context: RunContext, calls: Sequence[Call[Any]]) -> list[Any]:
+    """Run *calls* concurrently at consecutive positions; results in argument order.
+
+    Every call finishes (and is recorded) before this returns; if any failed, the
+    first failure in argument order is raised, so replay raises the same one.
+    """
+    first = context.allocate(len(calls))
+    submit = context.host.branches.submit
+    futures = [submit(_branch(context, first + i, c)) for i, c in enumerate(calls)]
+    return _gather(context, [f.exception() or f.result() for f in futures])
+
+
+def _branch(context: RunContext, position: int, call: Call[Any]) -> Callable[[], Any]:
+    if call.target.is_async:
+        return lambda: run_coroutine(step_async(context, position, call))
+    return lambda: step(context, position, call)
+
+
+async def parallel_async(context: RunContext, calls: Sequence[Call[Any]]) -> list[Any]:
+    """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
+    first = context.allocate(len(calls))
+    outcomes = await asyncio.gather(
+        *(step_async(context, first + i, c) for i, c in enumerate(calls)),
+        return_exceptions=True,
+    )
+    return _gather(context, outcomes)
+
+
+def _gather(context: RunContext, outcomes: Sequence[Any]) -> list[Any]:
+    context.check()
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return list(outcomes)
+
+
+def step(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """Replay or run *call* at *position*, synchronously."""
+    kind = tasks if call.target.kind is StepKind.TASK else children
+    return kind.step(context, position, call)
+
+
+async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """Replay or run *call* at *position*, awaiting async bodies on this loop."""
+    if not call.target.is_async:
+        found = context.frontier_for(position, call)
+        if isinstance(found, Step):
+            return context.replayed(found)
+        # A sync body would block the loop: run the whole step in a thread.
+        return await asyncio.to_thread(contextvars.Context().run, step, context, position, call)
+    kind = tasks if call.target.kind is StepKind.TASK else children
+    return await kind.step_async(context, position, call)

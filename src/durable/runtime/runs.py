@@ -1,0 +1,187 @@
+"""Runs in this process: create one, take one over, resume one, execute a child inline.
+
+Each function takes the `Host` it works for and drives `execution.py` below it. The
+engine's public operations (`execute_call`, `recover`, a worker's claims) and child
+workflows (`children.py`) are built from these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from durable.core.functions import Call, Durable
+from durable.core.hashing import call_hash
+from durable.core.ids import new_run_id
+from durable.core.records import NewRun, Run, RunStatus
+from durable.errors import (
+    Cancelled,
+    IdempotencyConflict,
+    PayloadError,
+    RunDead,
+    SerializationError,
+    StorageError,
+)
+
+from . import owners
+from .execution import drive, drive_async
+from .host import Host
+from .stops import RELEASED
+
+log = logging.getLogger("durable")
+
+
+def create(
+    host: Host,
+    call: Call[Any],
+    run_id: str | None,
+    parent_id: str | None,
+    *,
+    owner: str | None,
+    queue: str = "default",
+    priority: int = 0,
+) -> tuple[Run, bool]:
+    """Store *call* as a run (RUNNING under *owner*, or QUEUED without one), unless a
+    run with *run_id* exists: then return that one, and False.
+
+    Raises:
+        SerializationError: an argument cannot be stored; nothing was written.
+        IdempotencyConflict: *run_id* belongs to a run of another call.
+    """
+    target = call.target
+    try:
+        payload = host.dump(
+            {"args": list(call.args), "kwargs": call.kwargs},
+            f"the arguments of {target.kind.value} {target.name!r}",
+        )
+    except SerializationError:
+        _name_bad_argument(host, call)
+        raise
+    digest = call_hash(target.kind, target.name, call.arguments)
+    new = NewRun(
+        id=run_id or new_run_id(),
+        workflow=target.name,
+        input=payload,
+        call_hash=digest,
+        owner=owner,
+        lease=host.lease,
+        parent_id=parent_id,
+        queue=queue,
+        priority=priority,
+    )
+    run, created = host.backend.create_run(new)
+    if not created and (run.workflow != target.name or run.call_hash != digest):
+        raise IdempotencyConflict(
+            f"Run {run.id!r} already exists for {run.workflow} with other arguments "
+            f"({run.call_hash}), so it cannot be used for {target.name} ({digest}). "
+            "Use a different id, or the same call to join the existing run.",
+            run_id=run.id,
+        )
+    return run, created
+
+
+def _name_bad_argument(host: Host, call: Call[Any]) -> None:
+    """Raise a SerializationError that names the first argument that cannot be stored."""
+    for name, value in call.arguments.items():
+        host.dump(value, f"argument {name!r} of {call.target.kind.value} {call.target.name!r}")
+
+
+def claim(host: Host, run: Run) -> Run | None:
+    """Take *run* over if its owner is gone (or it waits for one); None if someone
+    else has it. A run whose owners keep dying is given up instead (status DEAD)."""
+    dead = run.lease_owner if owners.is_dead(run.lease_owner) else None
+    claimed = host.backend.claim_run(
+        run.id, owner=host.owner, lease=host.lease, epoch=run.epoch, dead_owner=dead
+    )
+    if claimed is None or claimed.recoveries < host.max_recoveries:
+        return claimed
+    error = RunDead(
+        f"Run {run.id!r} was given up: its owner died {claimed.recoveries} times while "
+        "running it (max_recoveries). A task probably crashes its process (out of memory, "
+        "a native crash, os._exit). Fix the cause, then retry the run.",
+        run_id=run.id,
+        recoveries=claimed.recoveries,
+    )
+    host.backend.finish_run(claimed.id, claimed.epoch, RunStatus.DEAD, error=host.dump_error(error))
+    log.error("%s", error)
+    return host.reread(run.id)
+
+
+def resume(host: Host, run: Run, target: Durable[..., Any]) -> Any:
+    """Continue a run this host has just claimed, replaying its history, until it ends
+    or stops without an outcome (`RELEASED`)."""
+    try:
+        stored = host.load(run.input, run.id, None)
+        call = Call(target, tuple(stored["args"]), stored["kwargs"], {})
+        call.arguments = target.bind_arguments(call.args, call.kwargs)
+    except Exception as error:  # whatever the stored input is, it fails only this run
+        bad = error if isinstance(error, PayloadError) else PayloadError(
+            f"The stored input of run {run.id!r} does not fit {target.name}: {error}.",
+            run_id=run.id, position=None,
+        )  # fmt: skip
+        host.backend.finish_run(run.id, run.epoch, RunStatus.FAILED, error=host.dump_error(bad))
+        raise bad from None
+    # A run at its first epoch has never executed: it has no history to load.
+    return execute(host, run, call, replay=run.epoch > 1)
+
+
+def resume_quietly(host: Host, run: Run, target: Durable[..., Any]) -> None:
+    """`resume`, logging the outcome instead of raising it (it is recorded anyway)."""
+    try:
+        resume(host, run, target)
+    except PayloadError as error:  # a corrupt or refused row: worth an operator's look
+        log.error("run %s failed: %s", run.id, error)
+    except (Exception, Cancelled) as error:
+        log.info("run %s ended with %s: %s", run.id, type(error).__name__, error)
+    except BaseException:
+        log.exception("run %s: execution interrupted", run.id)
+
+
+def execute(host: Host, run: Run, call: Call[Any], *, replay: bool) -> Any:
+    """`drive` *run* here, replaying its history first if it has one.
+
+    If the database fails before the run has an outcome, the run is handed back:
+    left RUNNING under this owner, it would have its lease renewed with the others
+    this host holds, and stay stranded (see `Leases.release_quietly`).
+    """
+    try:
+        history = host.backend.load_history(run.id) if replay else ()
+        return drive(host, run, call, history)
+    except StorageError:
+        host.release_quietly(run)  # fenced: a no-op once it has an outcome or a new owner
+        raise
+
+
+def step_in(host: Host, run: Run, target: Durable[..., Any]) -> Any:
+    """An existing child run, once: its outcome if it has finished, else execute it
+    here if nobody else is; `RELEASED` if it must be waited for."""
+    if run.status.finished:
+        return host.outcome(run)
+    claimed = claim(host, run) if not host.executing(run.id) else None
+    if claimed is None or claimed.status is not RunStatus.RUNNING:
+        return RELEASED if claimed is None else step_in(host, claimed, target)
+    return resume(host, claimed, target)
+
+
+def execute_child(host: Host, call: Call[Any], *, run_id: str, parent_id: str, queue: str) -> Any:
+    """Run a workflow's child inline, as its own run: its outcome, or `RELEASED` when
+    the child has to wait or runs elsewhere (the parent then waits for it)."""
+    run, created = create(host, call, run_id, parent_id, owner=host.owner, queue=queue)
+    if created:
+        return execute(host, run, call, replay=False)
+    return step_in(host, run, call.target)
+
+
+async def execute_child_async(
+    host: Host, call: Call[Any], *, run_id: str, parent_id: str, queue: str
+) -> Any:
+    """`execute_child` for async workflows: an async child runs on the current loop."""
+    if not call.target.is_async:
+        return await asyncio.to_thread(
+            execute_child, host, call, run_id=run_id, parent_id=parent_id, queue=queue
+        )
+    run, created = create(host, call, run_id, parent_id, owner=host.owner, queue=queue)
+    if created:
+        return await drive_async(host, run, call)
+    return await asyncio.to_thread(step_in, host, run, call.target)
