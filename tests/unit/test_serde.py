@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durable.core import serde as _serde
+from durable.core.encoding import Encoder
 from durable.core.error_payloads import dump_error, load_error
 from durable.core.serde import dumps, loads
 from durable.errors import (
@@ -354,7 +355,7 @@ def test_flat_dicts_take_a_shortcut_to_the_same_bytes(value: dict[Any, Any]) -> 
     without the general encoder, to exactly the bytes the general encoder writes; any
     other dict (a float, bytes, a non-str or the tag key, a lone surrogate) is left to
     it."""
-    general = b"j" + _serde._json_bytes(_serde._Encoder(allow_pickle=False).encode(value))
+    general = b"j" + _serde._json_bytes(Encoder(allow_pickle=False).encode(value))
     flat = _serde._flat_dict(value)
     plain = all(
         type(k) is str and k != _serde.TAG and type(v) in (int, str, bool, type(None))

@@ -16,7 +16,8 @@ from typing import Any
 from durable.errors import PayloadError, RecordedError
 
 from .classes import class_ref, resolve_class
-from .serde import TAG, _Encoder, _json_bytes, _safe_str, _where, loads, seal
+from .encoding import TAG, Encoder
+from .serde import _json_bytes, _safe_str, _where, loads, seal
 from .signing import Signer
 
 #: How much of the message and the traceback an error cut down to fit keeps.
@@ -90,7 +91,7 @@ def _encode_or_drop(value: Any, allow_pickle: bool) -> tuple[Any, bool] | None:
     Any failure counts (not only unencodable values): a property that raises or a
     cycle must not stop an error from being recorded.
     """
-    encoder = _Encoder(allow_pickle)
+    encoder = Encoder(allow_pickle)
     try:
         return encoder.encode(value), encoder.pickled
     except Exception:

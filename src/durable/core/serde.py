@@ -7,10 +7,11 @@ A payload is one header byte and a body:
 * ``P`` + JSON that may also hold cloudpickled sub-values, for what the tags cannot
   express. Loading one needs ``allow_pickle``.
 * ``S`` + key id + HMAC tag + a ``P`` payload: written instead of ``P`` when the engine
-  has a secret key, and then the only pickles it loads (see `_signing`).
+  has a secret key, and then the only pickles it loads (see `signing.py`).
 
-Keeping pickles inside JSON leaves the rest of a value readable in the dashboard, and
-the header makes a pickle impossible to smuggle into a row that claims plain JSON.
+The JSON tree is made by `encoding.py` and read back by `decoding.py`. Keeping pickles
+inside JSON leaves the rest of a value readable in the dashboard, and the header makes
+a pickle impossible to smuggle into a row that claims plain JSON.
 A payload larger than the engine's ``max_payload`` is refused when it is made.
 Classes named in tags are imported by name and must be what the tag says (a dataclass,
 an Enum, a pydantic model, an exception) before anything is constructed.
@@ -18,24 +19,15 @@ an Enum, a pydantic model, an exception) before anything is constructed.
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import datetime as dt
-import decimal
-import enum
 import json
 import json.scanner
-import math
-import uuid
-import zoneinfo
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
-
-import cloudpickle
 
 from durable.errors import PayloadError, PayloadTooLarge, PickleRefused, SerializationError
 
-from .classes import class_ref, importable_ref, resolve_class, unpickle
+from .decoding import Decoder, RefusedPickle
+from .encoding import JSON_INT_BITS, TAG, Encoder, Unencodable, big_int
 from .signing import SIGNED, BadSignature, Signer
 
 JSON = b"j"
@@ -43,7 +35,6 @@ PICKLED = b"P"
 #: The default `Engine.max_payload`: far above what belongs in a database row, far
 #: below what makes a worker run out of memory or the database refuse the row.
 DEFAULT_MAX_PAYLOAD = 64 * 1024 * 1024
-TAG = "$durable"
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 # For text UTF-8 cannot hold (lone surrogates, e.g. from os.fsdecode): \u escapes can.
@@ -63,14 +54,6 @@ def _loads(text: str) -> Any:
     return value
 
 
-#: Ints up to this width have at most 617 decimal digits, below the 640 that no
-#: ``sys.set_int_max_str_digits`` setting can go under. Wider ones are stored as hex,
-#: which that limit never applies to, so every process can write and read them.
-_JSON_INT_BITS = 2048
-
-_UNSET: Any = object()
-
-
 def _json_bytes(tree: Any) -> bytes:
     text = _dumps(tree)
     try:
@@ -79,173 +62,10 @@ def _json_bytes(tree: Any) -> bytes:
         return _dumps_ascii(tree).encode("ascii")
 
 
-def _big_int(value: int) -> dict[str, Any]:
-    return {TAG: "int", "v": hex(value)}
-
-
-def _short_repr(value: Any) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        return f"<{type(value).__qualname__}>"
-    return text if len(text) <= 40 else f"{text[:37]}..."
-
-
-class _Unencodable(Exception):
-    """Raised inside the encoder; carries the path to the value that failed."""
-
-    def __init__(self, value: Any, reason: str) -> None:
-        super().__init__(reason)
-        self.value = value
-        self.reason = reason
-        self.path: list[str] = []
-
-
-class _Encoder:
-    __slots__ = ("allow_pickle", "pickled")
-
-    def __init__(self, allow_pickle: bool) -> None:
-        self.allow_pickle = allow_pickle
-        self.pickled = False
-
-    def encode(self, value: Any) -> Any:
-        t = type(value)
-        if t is str or t is bool or value is None:
-            return value
-        if t is int:
-            return value if value.bit_length() <= _JSON_INT_BITS else _big_int(value)
-        if t is float:
-            if math.isfinite(value):
-                return value
-            return {TAG: "float", "v": repr(value)}
-        if t is list:
-            return self._items(value)
-        if t is dict:
-            if all(type(k) is str for k in value) and TAG not in value:
-                return self._str_dict(value)
-            return {TAG: "dict", "v": self._pairs(value)}
-        if t is tuple:
-            return {TAG: "tuple", "v": self._items(value)}
-        return self._encode_other(value, t)
-
-    # The helpers below add one step to a failure's path, e.g. ``['a'][2].field``.
-
-    def _items(self, values: Iterable[Any], *, indexed: bool = True) -> list[Any]:
-        out: list[Any] = []
-        try:
-            for v in values:
-                out.append(self.encode(v))
-        except _Unencodable as error:
-            error.path.append(f"[{len(out)}]" if indexed else "{…}")
-            raise
-        return out
-
-    def _str_dict(self, value: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        key = ""
-        try:
-            for key, v in value.items():
-                out[key] = self.encode(v)
-        except _Unencodable as error:
-            error.path.append(f"[{_short_repr(key)}]")
-            raise
-        return out
-
-    def _pairs(self, value: dict[Any, Any]) -> list[list[Any]]:
-        out: list[list[Any]] = []
-        for k, v in value.items():
-            step = "[key {}]"  # the key's repr is only worth computing on failure
-            try:
-                key = self.encode(k)
-                step = "[{}]"
-                out.append([key, self.encode(v)])
-            except _Unencodable as error:
-                error.path.append(step.format(_short_repr(k)))
-                raise
-        return out
-
-    def _at(self, value: Any, step: str) -> Any:
-        try:
-            return self.encode(value)
-        except _Unencodable as error:
-            error.path.append(step)
-            raise
-
-    def _encode_other(self, value: Any, t: type) -> Any:
-        if t is set or t is frozenset:
-            return {TAG: t.__name__, "v": self._items(value, indexed=False)}
-        if t is bytes or t is bytearray:
-            return {TAG: t.__name__, "v": base64.b64encode(value).decode("ascii")}
-        if t is dt.datetime or t is dt.time:
-            return _encode_clock(value)
-        if t is dt.date:
-            return {TAG: "date", "v": value.isoformat()}
-        if t is dt.timedelta:
-            return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-        if t is decimal.Decimal or t is uuid.UUID:
-            return {TAG: t.__name__, "v": str(value)}
-        if isinstance(value, enum.Enum):
-            ref = importable_ref(t)
-            if ref is None:
-                return self._pickle(value, _not_importable(t))
-            return {TAG: "enum", "cls": ref, "v": self._at(value.value, ".value")}
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            ref = importable_ref(t)
-            if ref is None:
-                return self._pickle(value, _not_importable(t))
-            return {TAG: "dataclass", "cls": ref, "v": self._dataclass_state(value)}
-        if callable(getattr(value, "model_dump", None)) and hasattr(t, "model_fields"):
-            ref = importable_ref(t)
-            if ref is None:
-                return self._pickle(value, _not_importable(t))
-            return {TAG: "pydantic", "cls": ref, "v": self.encode(value.model_dump())}
-        return self._pickle(value)
-
-    def _dataclass_state(self, value: Any) -> dict[str, Any]:
-        # Loading does not run __post_init__ again, so attributes it derived are state
-        # as much as the fields are. A field never assigned (init=False, no default)
-        # stays unassigned on load too.
-        state = {
-            f.name: v
-            for f in dataclasses.fields(value)
-            if (v := getattr(value, f.name, _UNSET)) is not _UNSET
-        }
-        for name, v in getattr(value, "__dict__", {}).items():
-            if type(name) is str:
-                state.setdefault(name, v)
-        return {name: self._at(v, f".{name}") for name, v in state.items()}
-
-    def _pickle(self, value: Any, why: str = "it is not JSON data") -> Any:
-        if not self.allow_pickle:
-            raise _Unencodable(value, f"{why} and pickling is disabled (allow_pickle)")
-        try:
-            data = cloudpickle.dumps(value)
-        except Exception as error:
-            raise _Unencodable(value, f"cloudpickle cannot serialize it ({error})") from None
-        self.pickled = True
-        return {TAG: "pickle", "v": base64.b64encode(data).decode("ascii")}
-
-
-def _encode_clock(value: dt.datetime | dt.time) -> dict[str, Any]:
-    node: dict[str, Any] = {TAG: type(value).__name__, "v": value.isoformat()}
-    # The ISO text has neither the zone (only its offset) nor fold. Replay must see
-    # what the first run saw: the zone decides later arithmetic across DST, and fold
-    # which of a repeated hour's two instants is meant.
-    if isinstance(value.tzinfo, zoneinfo.ZoneInfo) and value.tzinfo.key:
-        node["tz"] = value.tzinfo.key
-    if value.fold:
-        node["fold"] = 1
-    return node
-
-
-def _not_importable(cls: type) -> str:
-    return f"its class cannot be imported as {class_ref(cls)} (is it defined in a function?)"
-
-
 def _int_json(value: int) -> str:
-    if value.bit_length() <= _JSON_INT_BITS:
+    if value.bit_length() <= JSON_INT_BITS:
         return int.__repr__(value)
-    return _dumps(_big_int(value))
+    return _dumps(big_int(value))
 
 
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring
@@ -312,10 +132,10 @@ def dumps(
             if max_size is not None and len(flat) > max_size:
                 raise _too_large(where, value, len(flat), max_size)
             return flat
-    encoder = _Encoder(allow_pickle)
+    encoder = Encoder(allow_pickle)
     try:
         body = _json_bytes(encoder.encode(value))
-    except _Unencodable as error:
+    except Unencodable as error:
         path = "".join(reversed(error.path))
         raise _cannot_store(where, path, error.value, error.reason) from None
     except RecursionError:
@@ -411,8 +231,8 @@ def loads(
         tree = _loads(bytes(data[1:]).decode("utf-8"))
         if type(tree) is not dict and type(tree) is not list:
             return tree  # a scalar: nothing to decode
-        return _Decoder(header == PICKLED).decode(tree)
-    except _RefusedPickle:
+        return Decoder(header == PICKLED).decode(tree)
+    except RefusedPickle:
         raise PickleRefused(
             f"{_where(run_id, position)} claims to be plain JSON but contains a pickle; it was "
             "not loaded.",
@@ -517,95 +337,6 @@ def _where(run_id: str | None, position: int | None) -> str:
     if position is None:
         return f"The payload of run {run_id!r}"
     return f"The payload at position {position} of run {run_id!r}"
-
-
-class _RefusedPickle(Exception):
-    """A pickle tag inside a ``j`` payload; `loads` turns it into a PayloadError."""
-
-
-class _Decoder:
-    __slots__ = ("may_unpickle",)
-
-    def __init__(self, may_unpickle: bool) -> None:
-        self.may_unpickle = may_unpickle
-
-    def decode(self, node: Any) -> Any:
-        t = type(node)
-        if t is list:
-            return [self.decode(v) for v in node]
-        if t is not dict:
-            return node
-        tag = node.get(TAG)
-        if tag is None:
-            return {k: self.decode(v) for k, v in node.items()}
-        decode = _DECODERS.get(tag)
-        if decode is None:
-            raise ValueError(f"unknown type tag {tag!r}")
-        return decode(self, node)
-
-    def unpickle(self, node: dict[str, Any]) -> Any:
-        if not self.may_unpickle:
-            raise _RefusedPickle
-        return unpickle(base64.b64decode(node["v"]))
-
-
-def _is_dataclass_type(cls: type) -> bool:
-    return dataclasses.is_dataclass(cls)
-
-
-def _is_pydantic_type(cls: type) -> bool:
-    return hasattr(cls, "model_validate") and hasattr(cls, "model_fields")
-
-
-def _decode_dataclass(dec: _Decoder, node: dict[str, Any]) -> Any:
-    cls = resolve_class(node["cls"], _is_dataclass_type, "a dataclass")
-    # Build without calling __init__/__post_init__: the stored state is the state.
-    obj: Any = object.__new__(cls)
-    for name, value in node["v"].items():
-        object.__setattr__(obj, name, dec.decode(value))
-    return obj
-
-
-def _decode_clock(cls: type[dt.datetime] | type[dt.time], node: dict[str, Any]) -> Any:
-    value = cls.fromisoformat(node["v"])
-    if "tz" in node:  # the same wall time, in its zone again
-        value = value.replace(tzinfo=zoneinfo.ZoneInfo(node["tz"]))
-    if node.get("fold") == 1:
-        value = value.replace(fold=1)
-    return value
-
-
-def _decode_float(_dec: _Decoder, node: dict[str, Any]) -> float:
-    value = float(node["v"])
-    if math.isfinite(value):
-        raise ValueError("a float tag must hold nan or ±inf")
-    return value
-
-
-_DECODERS: dict[str, Callable[[_Decoder, dict[str, Any]], Any]] = {
-    "float": _decode_float,
-    "int": lambda _d, n: int(n["v"], 16),
-    "dict": lambda d, n: {d.decode(k): d.decode(v) for k, v in n["v"]},
-    "tuple": lambda d, n: tuple(d.decode(v) for v in n["v"]),
-    "set": lambda d, n: {d.decode(v) for v in n["v"]},
-    "frozenset": lambda d, n: frozenset(d.decode(v) for v in n["v"]),
-    "bytes": lambda _d, n: base64.b64decode(n["v"], validate=True),
-    "bytearray": lambda _d, n: bytearray(base64.b64decode(n["v"], validate=True)),
-    "datetime": lambda _d, n: _decode_clock(dt.datetime, n),
-    "date": lambda _d, n: dt.date.fromisoformat(n["v"]),
-    "time": lambda _d, n: _decode_clock(dt.time, n),
-    "timedelta": lambda _d, n: dt.timedelta(*n["v"]),
-    "Decimal": lambda _d, n: decimal.Decimal(n["v"]),
-    "UUID": lambda _d, n: uuid.UUID(n["v"]),
-    "enum": lambda d, n: resolve_class(n["cls"], lambda c: issubclass(c, enum.Enum), "an Enum")(
-        d.decode(n["v"])
-    ),
-    "dataclass": _decode_dataclass,
-    "pydantic": lambda d, n: resolve_class(  # type: ignore[attr-defined]
-        n["cls"], _is_pydantic_type, "a pydantic model"
-    ).model_validate(d.decode(n["v"])),
-    "pickle": lambda d, n: d.unpickle(n),
-}
 
 
 def _safe_str(error: BaseException) -> str:
