@@ -20,6 +20,8 @@ from . import children, tasks
 from .context import RunContext
 from .loops import run_coroutine
 
+_TASK = StepKind.TASK
+
 
 def call(
     context: RunContext, target: Durable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -74,8 +76,12 @@ def _gather(context: RunContext, outcomes: Sequence[Any]) -> list[Any]:
 
 def step(context: RunContext, position: int, call: Call[Any]) -> Any:
     """Replay or run *call* at *position*, synchronously."""
-    kind = tasks if call.target.kind is StepKind.TASK else children
-    return kind.step(context, position, call)
+    found = context.frontier_for(position, call)
+    if isinstance(found, Step):
+        return context.replayed(found)
+    if call.target.kind is _TASK:
+        return tasks.run(context, found)
+    return children.run_child(context, found)
 
 
 async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
@@ -86,5 +92,6 @@ async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any
             return context.replayed(found)
         # A sync body would block the loop: run the whole step in a thread.
         return await asyncio.to_thread(contextvars.Context().run, step, context, position, call)
-    kind = tasks if call.target.kind is StepKind.TASK else children
-    return await kind.step_async(context, position, call)
+    if call.target.kind is _TASK:
+        return await tasks.step_async(context, position, call)
+    return await children.step_async(context, position, call)

@@ -32,14 +32,6 @@ from .context import Pending, RunContext
 from .stops import RELEASED
 
 
-def step(context: RunContext, position: int, call: Call[Any]) -> Any:
-    """Replay the child workflow call at *position*, or execute the child."""
-    found = context.frontier_for(position, call)
-    if isinstance(found, Step):
-        return context.replayed(found)
-    return run_child(context, found)
-
-
 async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
     """Replay the async child workflow call at *position*, or execute the child."""
     found = context.frontier_for(position, call)

@@ -76,6 +76,8 @@ class RunContext:
 
     def __init__(self, host: Host, run: Run, history: Sequence[Step]) -> None:
         self.host = host
+        #: the runs to hand back at their next durable call (a worker shutting down).
+        self._draining = host.leases.draining
         self.run_id = run.id
         self.epoch = run.epoch
         self.queue = run.queue
@@ -97,7 +99,7 @@ class RunContext:
     def allocate(self, count: int = 1) -> int:
         """Take the next *count* positions; deliver a pending cancellation there instead."""
         self.check()
-        if self.run_id in self.host.leases.draining:
+        if self.run_id in self._draining:
             raise self.poison(Abandoned(None))
         first = self.replay.allocate(count)
         recorded = self.replay.recorded(first)
