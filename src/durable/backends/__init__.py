@@ -1,11 +1,31 @@
-"""Storage backends: the `Backend` protocol, its two implementations, and
+"""Storage backends: the `Backend` protocol, its roles, its two implementations, and
 `open_backend`, which picks one by URL."""
 
 from ._open import DEFAULT_URL, open_backend
-from ._protocol import TIMERS, Backend
+from ._protocol import (
+    TIMERS,
+    Backend,
+    HistoryStore,
+    InspectionStore,
+    RunStore,
+    WaitStore,
+    Watch,
+)
 from .memory import MemoryBackend
 
-__all__ = ["DEFAULT_URL", "TIMERS", "Backend", "MemoryBackend", "SQLBackend", "open_backend"]
+__all__ = [
+    "DEFAULT_URL",
+    "TIMERS",
+    "Backend",
+    "HistoryStore",
+    "InspectionStore",
+    "MemoryBackend",
+    "RunStore",
+    "SQLBackend",
+    "WaitStore",
+    "Watch",
+    "open_backend",
+]
 
 
 def __getattr__(name: str) -> object:

@@ -16,7 +16,7 @@ from durable.core.records import Event, Run, RunStatus, Step, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
 from ._hub import Hub
-from ._protocol import TIMERS
+from ._protocol.waits import TIMERS
 
 
 class WaitsMixin:

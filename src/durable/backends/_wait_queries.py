@@ -28,7 +28,7 @@ import sqlalchemy as sa
 
 from durable.core.records import RunStatus
 
-from ._protocol import TIMERS
+from ._protocol.waits import TIMERS
 from ._schema import events, runs
 
 if TYPE_CHECKING:

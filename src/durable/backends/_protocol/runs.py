@@ -1,0 +1,147 @@
+"""The runs role of the storage seam: creating runs, leasing them, finishing them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from durable.core.records import NewRun, Run, RunStatus
+
+
+class RunStore(Protocol):
+    """Runs and their leases.
+
+    A run is owned through a lease, and every change an owner makes is fenced by the
+    run's *epoch*: it applies only while the run is still at that epoch, which each
+    claim bumps. State changes are compare-and-sets, so of concurrent callers racing
+    for one change at one epoch at most one succeeds; the others change nothing and
+    learn it from the result.
+    """
+
+    def now(self) -> float:
+        """Return the backend's current time, the clock that judges leases."""
+        ...
+
+    def create_run(self, new: NewRun) -> tuple[Run, bool]:
+        """Insert a run unless one with its id exists.
+
+        A created run with an owner is RUNNING at epoch 1 and leased to the owner for
+        ``new.lease`` seconds; without an owner it is QUEUED at epoch 0, claimable by
+        `claim_next` in ``new.queue``, and ``queue:<name>`` is notified.
+
+        Returns:
+            The stored run and whether this call created it. When two callers race,
+            exactly one gets True; the others get the stored run, which their call
+            did not change.
+        """
+        ...
+
+    def get_run(self, run_id: str) -> Run | None:
+        """Return the run, or None if no run has this id."""
+        ...
+
+    def claim_run(
+        self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
+    ) -> Run | None:
+        """Take ownership of a run whose owner is gone; a compare-and-set.
+
+        Succeeds only if the run is still at *epoch* and claimable: QUEUED, BLOCKED,
+        WAITING with ``wake_at`` passed, or RUNNING with an expired lease or with
+        ``lease_owner == dead_owner`` (a caller that has verified that owner is dead).
+        The claim bumps the epoch, so every write of the previous owner is fenced off
+        from then on, and of concurrent claims at one epoch at most one succeeds.
+        Taking over a RUNNING run counts one more recovery; a run first started gets
+        ``started_at``.
+
+        Returns:
+            The run as now stored, or None if someone else changed it first.
+        """
+        ...
+
+    def claim_next(
+        self,
+        *,
+        owner: str,
+        queue: str,
+        workflows: Sequence[str],
+        limit: int,
+        lease: float,
+    ) -> Sequence[Run]:
+        """Claim up to *limit* QUEUED runs of *queue* whose workflow is in *workflows*.
+
+        Highest priority first, then oldest. Each becomes RUNNING at the next epoch,
+        leased to *owner*. Concurrent callers never claim the same run.
+        """
+        ...
+
+    def mark_progress(self, run_id: str, epoch: int) -> None:
+        """The run recorded a new step under this owner: its count of consecutive
+        recoveries (owner deaths without progress) returns to 0. Fenced by *epoch*."""
+        ...
+
+    def renew_leases(self, owner: str, lease: float) -> int:
+        """Extend by *lease* seconds every RUNNING run leased to *owner*; return how many."""
+        ...
+
+    def release_run(self, run_id: str, epoch: int) -> bool:
+        """Give a RUNNING run up without finishing it: it is QUEUED again, claimable at
+        once (without counting a recovery), and ``queue:<name>`` is notified.
+
+        Returns:
+            False, changing nothing, if the run's epoch moved on or it is not RUNNING.
+        """
+        ...
+
+    def finish_run(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        output: bytes | None = None,
+        error: bytes | None = None,
+    ) -> bool:
+        """Set the run's outcome and drop its lease, fenced by *epoch*.
+
+        *status* is COMPLETED, FAILED, CANCELLED or DEAD (terminal: only
+        an operator's `retry_run` changes FAILED or DEAD again)
+        or BLOCKED (resumable once the code matches the history again). ``run:<id>``
+        is notified, and a parent WAITING on this run (``waiting_on == "run:<id>"``) is
+        queued again, atomically with the outcome: a parent suspending on this run at
+        the same moment is either queued by this call or sees the run finished (see
+        `WaitStore.suspend_run`).
+
+        Returns:
+            False if the run's epoch moved on, or it already finished; nothing changed
+            then. Of concurrent finishes at one epoch the first wins, and the others
+            return False.
+        """
+        ...
+
+    def cancel_run(self, run_id: str) -> Run | None:
+        """Cancel a run and every unfinished run below it (children, grandchildren...).
+
+        QUEUED and BLOCKED runs become CANCELLED at once; RUNNING ones get
+        ``cancel_requested`` (their owner delivers it at the next durable call), and so
+        do WAITING ones, which are queued again to receive it.
+        Finished runs are not touched. ``run:<id>`` is notified for each changed run.
+        One transaction: the whole tree is changed, or none of it.
+
+        Returns:
+            The run as now stored, or None if no run has this id.
+        """
+        ...
+
+    def recoverable(self, *, host: str) -> Sequence[Run]:
+        """Return runs that may need a new owner.
+
+        That is BLOCKED runs, QUEUED runs that were started before (released, or woken
+        from a wait), and RUNNING runs whose lease expired or whose owner names *host*
+        (the caller checks whether that process still lives). Sleeping runs that are due
+        are not listed: `wake_due` queues them first.
+        """
+        ...
+
+    def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
+        """The distinct workflow names of QUEUED runs in *queues*."""
+        ...
