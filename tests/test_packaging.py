@@ -81,10 +81,13 @@ def test_py_typed_ships() -> None:
 
 SQL_FILES = (
     "backends/sql.py",
-    "backends/_queries.py",
-    "backends/_wait_queries.py",
-    "backends/_inspect_queries.py",
     "backends/_schema.py",
+    "backends/_statements/__init__.py",
+    "backends/_statements/base.py",
+    "backends/_statements/runs.py",
+    "backends/_statements/history.py",
+    "backends/_statements/waits.py",
+    "backends/_statements/inspection.py",
 )
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from durable.backends._inspect_queries import query_values
-from durable.backends._queries import Statement
+from durable.backends._statements.base import Statement
+from durable.backends._statements.inspection import query_values
 from durable.backends.sql import SQLBackend
 from durable.core.records import RunQuery
 from tests.conftest import PostgresSchemas

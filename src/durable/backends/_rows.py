@@ -65,7 +65,7 @@ def step(row: Sequence[Any]) -> Step:
 
 
 def step_params(step: Step, epoch: int) -> tuple[Any, ...]:
-    """The record statement's parameters, in `_queries.RECORD_ORDER`.
+    """The record statement's parameters, in `_statements.history.RECORD_ORDER`.
 
     The hottest statement: its parameters are built directly, not through a mapping.
     """

@@ -173,7 +173,7 @@ _parent_index = sa.Index(
 
 # Version 4: listing a workflow's runs, newest first (the dashboard, `durable ls`).
 _workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.created_at)
-# Version 4: a run's events, for `Backend.events` and purging.
+# Version 4: a run's events, for `WaitStore.events` and purging.
 _events_run_index = sa.Index("durable_events_run", events.c.run_id)
 
 #: The schema version this code reads and writes.

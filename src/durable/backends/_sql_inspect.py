@@ -1,6 +1,6 @@
 """The SQL backend's operator side: listing runs, statistics, retries, the actions log.
 
-A mixin of `SQLBackend`; the statements are in `_inspect_queries.py`.
+A mixin of `SQLBackend`; the statements are in `_statements/inspection.py`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from durable.core.records import Action, Outcome, Run, RunQuery, RunStatus
 
 from . import _rows
 from ._connections import Connections
-from ._inspect_queries import query_values
-from ._queries import Queries, Statement
+from ._statements import Queries
+from ._statements.base import Statement
+from ._statements.inspection import query_values
 
 
 class SQLInspectMixin:
@@ -58,14 +59,13 @@ class SQLInspectMixin:
         self, kind: Literal["run", "task"], *, since: float, name: str | None = None
     ) -> Sequence[Outcome]:
         """See `Backend.outcomes`."""
-        inspect = self._sql.inspect
         values: dict[str, Any] = {"since": since}
         if kind == "run":
-            statement = inspect.run_outcomes
+            statement = self._sql.run_outcomes
         elif name is None:
-            statement = inspect.task_outcomes
+            statement = self._sql.task_outcomes
         else:
-            statement, values["name"] = inspect.named_task_outcomes, name
+            statement, values["name"] = self._sql.named_task_outcomes, name
         rows = self._db.run(
             "Reading outcomes", lambda conn, _: self._execute(conn, statement, values).fetchall()
         )
@@ -76,11 +76,10 @@ class SQLInspectMixin:
 
     def retry_run(self, run_id: str, positions: Sequence[int]) -> Run | None:
         """See `Backend.retry_run`."""
-        inspect = self._sql.inspect
 
         def body(conn: Any, _retried: bool) -> tuple[Run | None, list[Any]]:
             with self._db.transaction(conn):
-                status = self._execute(conn, inspect.lock_run, {"id": run_id}).fetchone()
+                status = self._execute(conn, self._sql.lock_for_retry, {"id": run_id}).fetchone()
                 topics: list[Any] = []
                 if status is not None and RunStatus(status[0]) in (
                     RunStatus.FAILED,
@@ -88,8 +87,8 @@ class SQLInspectMixin:
                 ):
                     if positions:
                         reopen = {"id": run_id, "positions": self._names(list(positions))}
-                        self._execute(conn, inspect.reopen_steps, reopen)
-                    topics = self._execute(conn, inspect.requeue, {"id": run_id}).fetchall()
+                        self._execute(conn, self._sql.reopen_steps, reopen)
+                    topics = self._execute(conn, self._sql.requeue, {"id": run_id}).fetchall()
                 row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
             return (None if row is None else _rows.run(row)), topics
 
@@ -103,14 +102,14 @@ class SQLInspectMixin:
 
         def body(conn: Any, _retried: bool) -> Action:
             with self._db.transaction(conn):
-                row = self._execute(conn, self._sql.inspect.add_action, values).fetchone()
+                row = self._execute(conn, self._sql.add_action, values).fetchone()
             return _action(row)
 
         return self._db.run(f"Recording {action} of run {run_id!r}", body)
 
     def actions(self, run_id: str) -> Sequence[Action]:
         """See `Backend.actions`."""
-        statement = self._sql.inspect.actions
+        statement = self._sql.actions
         return self._db.run(
             f"Reading the actions on run {run_id!r}",
             lambda conn, _: [

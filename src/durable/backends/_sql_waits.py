@@ -1,7 +1,7 @@
 """The SQL backend's waits: suspending runs, waking them, and their inboxes.
 
 A mixin of `SQLBackend`, kept apart because waiting is its own concept. The
-statements are in `_wait_queries.py`, whose docstring explains the lock-then-check
+statements are in `_statements/waits.py`, whose docstring explains the lock-then-check
 rule that keeps a wake-up from being lost between a run deciding to sleep and an
 event (or a child's outcome) arriving.
 """
@@ -18,7 +18,8 @@ from durable.errors import LeaseLost, RunFinished, RunNotFound
 from . import _rows
 from ._connections import Connections, Session
 from ._hub import Hub
-from ._queries import Queries, Statement
+from ._statements import Queries
+from ._statements.base import Statement
 
 Rows = list[tuple[Any, ...]]
 
@@ -42,7 +43,7 @@ class SQLWaitsMixin:
             self._hub.notify(row[0])
 
     def _announce_wakes(self, rows: Sequence[Sequence[Any]]) -> None:
-        """Wake waiters on both topics of rows from `WaitQueries.waking`."""
+        """Wake waiters on both topics of rows from `Compiler._waking` statements."""
         for row in rows:
             self._hub.notify(row[0])
             self._hub.notify(row[1])
@@ -55,10 +56,9 @@ class SQLWaitsMixin:
             topics.append((topic,))
             if parent is None:
                 continue
-            waits = self._sql.waits
-            self._execute(session, waits.lock_run, {"id": parent})
+            self._execute(session, self._sql.lock_run, {"id": parent})
             for row in self._execute(
-                session, waits.wake, {"id": parent, "waiting_on": topic}
+                session, self._sql.wake, {"id": parent, "waiting_on": topic}
             ).fetchall():
                 topics += [(row[0],), (row[1],)]
         return topics
@@ -76,12 +76,11 @@ class SQLWaitsMixin:
             "event": name if kind == "event" else None,
             "child": name if kind == "run" else None,
         }
-        waits = self._sql.waits
 
         def body(session: Session, retried: bool) -> tuple[str | None, Rows]:
             with self._db.transaction(session):
-                self._execute(session, waits.lock_run, {"id": run_id})
-                rows: Rows = self._execute(session, waits.suspend, values).fetchall()
+                self._execute(session, self._sql.lock_run, {"id": run_id})
+                rows: Rows = self._execute(session, self._sql.suspend, values).fetchall()
                 if rows:
                     return rows[0][2], rows
                 if retried:
@@ -100,9 +99,7 @@ class SQLWaitsMixin:
         """See `Backend.wake_due`."""
 
         def body(session: Session, _retried: bool) -> Rows:
-            return list(
-                self._execute(session, self._sql.waits.wake_due, {"limit": limit}).fetchall()
-            )
+            return list(self._execute(session, self._sql.wake_due, {"limit": limit}).fetchall())
 
         rows = self._db.run("Waking due runs", body)
         self._announce_wakes(rows)
@@ -112,7 +109,7 @@ class SQLWaitsMixin:
         """See `Backend.next_wake`."""
         row = self._db.run(
             "Reading the next wake-up time",
-            lambda session, _: self._execute(session, self._sql.waits.next_wake, {}).fetchone(),
+            lambda session, _: self._execute(session, self._sql.next_wake, {}).fetchone(),
         )
         return None if row is None or row[0] is None else float(row[0])
 
@@ -126,16 +123,15 @@ class SQLWaitsMixin:
         sender: str | None = None,
     ) -> Event:
         """See `Backend.send_event`."""
-        waits = self._sql.waits
 
         def body(session: Session, _retried: bool) -> tuple[Event, Rows]:
             with self._db.transaction(session):
-                row = self._execute(session, waits.lock_run, {"id": run_id}).fetchone()
+                row = self._execute(session, self._sql.lock_run, {"id": run_id}).fetchone()
                 if row is None:
                     raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
                 if key is not None:
                     earlier = self._execute(
-                        session, waits.find_key, {"id": run_id, "key": key}
+                        session, self._sql.find_key, {"id": run_id, "key": key}
                     ).fetchone()
                     if earlier is not None:
                         return _rows.event(earlier), []
@@ -149,13 +145,13 @@ class SQLWaitsMixin:
                     )
                 event_id, sent_at = self._execute(
                     session,
-                    waits.insert_event,
+                    self._sql.insert_event,
                     {"id": run_id, "name": name, "payload": payload, "sender": sender, "key": key},
                 ).fetchone()
                 woken: Rows = []
                 if status is RunStatus.WAITING and row[1] == f"event:{name}":
                     woken = self._execute(
-                        session, waits.wake, {"id": run_id, "waiting_on": row[1]}
+                        session, self._sql.wake, {"id": run_id, "waiting_on": row[1]}
                     ).fetchall()
             event = Event(
                 id=event_id,
@@ -174,14 +170,13 @@ class SQLWaitsMixin:
 
     def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
         """See `Backend.consume_event`."""
-        waits = self._sql.waits
 
         def body(session: Session, _retried: bool) -> tuple[Step, bool] | None:
             try:
                 with self._db.transaction(session):
                     taken = self._execute(
                         session,
-                        waits.take_event,
+                        self._sql.take_event,
                         {"id": step.run_id, "name": name, "position": step.position},
                     ).fetchone()
                     if taken is None:
@@ -232,8 +227,6 @@ class SQLWaitsMixin:
             f"Reading the events of run {run_id!r}",
             lambda session, _: [
                 _rows.event(row)
-                for row in self._execute(
-                    session, self._sql.waits.list_events, {"id": run_id}
-                ).fetchall()
+                for row in self._execute(session, self._sql.list_events, {"id": run_id}).fetchall()
             ],
         )

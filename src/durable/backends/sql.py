@@ -1,6 +1,6 @@
 """SQLBackend: the Backend contract on SQLite (stdlib driver) and PostgreSQL (psycopg 3).
 
-The statements live in `_queries.py`, compiled once per dialect; connections in
+The statements live in `_statements/`, compiled once per dialect; connections in
 `_connections.py`; notifications from other processes in `_listener.py`. This module
 runs the compiled statements, maps rows to records, tells its own lost-acknowledgement
 commits apart from other writers', and notifies waiters in this process.
@@ -29,10 +29,11 @@ from ._group import GroupCommit, Write, in_one_transaction, one_by_one
 from ._hub import Hub, Watch
 from ._listener import Listener
 from ._purging import Relative, may_go
-from ._queries import CHANNEL, Queries, Statement
 from ._relaxed import RelaxedCommits
 from ._sql_inspect import SQLInspectMixin
 from ._sql_waits import SQLWaitsMixin
+from ._statements import Queries
+from ._statements.base import CHANNEL, Statement
 
 #: Other processes cannot notify a SQLite waiter, so its waits poll this often.
 SQLITE_POLL = 0.05
@@ -529,7 +530,7 @@ class SQLBackend(SQLWaitsMixin, SQLInspectMixin):
                 ids = {"ids": self._names(gone)}
                 self._execute(session, self._sql.purge_history, ids)
                 self._execute(session, self._sql.purge_events, ids)
-                self._execute(session, self._sql.inspect.purge_actions, ids)
+                self._execute(session, self._sql.purge_actions, ids)
             return len(gone), end
 
         count, end = self._db.run("Purging finished runs", body)

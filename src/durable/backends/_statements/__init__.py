@@ -1,0 +1,36 @@
+"""Every SQL statement durable runs, written once in SQLAlchemy Core.
+
+`Queries(dialect)` compiles them for SQLite or PostgreSQL when a backend opens; at run
+time the backend (`durable.backends.sql`) sends the compiled text straight to the
+driver. Compiling per call costs more than an fsync-backed commit (see
+docs/performance.md). The statements are grouped by the role of the storage seam they
+serve, one module each: runs.py, history.py, waits.py and inspection.py, on the shared
+pieces of base.py. Every write is a single statement, so each is its own short
+transaction:
+
+* recording a step is one ``INSERT ... SELECT ... WHERE EXISTS (run at my epoch)
+  ON CONFLICT DO UPDATE ... WHERE unfinished``: the fence and the write in one go
+  (on SQLite without ``RETURNING``, see `HistoryStatements.record_quiet`);
+* state changes are compare-and-set ``UPDATE ... WHERE id = ? AND epoch = ?``;
+* times come from the database clock (``clock_timestamp()`` on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .history import HistoryStatements
+from .inspection import InspectionStatements
+from .runs import RunStatements
+from .waits import WaitStatements
+
+
+class Queries(RunStatements, HistoryStatements, WaitStatements, InspectionStatements):
+    """Every statement the backend runs, compiled for one dialect: one attribute each."""
+
+    def __init__(self, dialect: sa.Dialect) -> None:
+        super().__init__(dialect)
+        self._define_runs()
+        self._define_history()
+        self._define_waits()
+        self._define_inspection()

@@ -1,0 +1,125 @@
+"""The SQL of histories: loading a run's steps, and recording one (or, on PostgreSQL,
+many at once).
+
+Recording a step is one ``INSERT ... SELECT ... WHERE EXISTS (run at my epoch)
+ON CONFLICT DO UPDATE ... WHERE unfinished``: the fence and the write in one go, so a
+finished position is never changed (first writer wins). On SQLite it runs without
+``RETURNING`` (see `HistoryStatements.record_quiet`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from durable.backends._schema import history, runs
+
+from .base import UNFINISHED_STEP, Compiler, Statement, bind
+
+#: What recording over an unfinished (retrying or waiting) step replaces: everything
+#: but its key and first start, so a cancellation marker can take a wait's place.
+UPDATED_ON_RECORD = (
+    "kind",
+    "name",
+    "call_hash",
+    "status",
+    "input",
+    "output",
+    "error",
+    "attempts",
+    "finished_at",
+    "epoch",
+    "wake_at",
+)
+
+#: The record statement's parameters, in the order `_rows.step_params` builds them.
+RECORD_ORDER = (*(c.name for c in history.c), "fence_id", "fence_epoch", "cancel_id")
+
+
+class HistoryStatements(Compiler):
+    """The statements of `HistoryStore`, compiled for one dialect (`_define_history`)."""
+
+    def _define_history(self) -> None:
+        r, h = runs.c, history.c
+        self.load_history = self.compile(
+            sa.select(*history.c).where(h.run_id == bind("run_id", h.run_id)).order_by(h.position)
+        )
+        at_my_epoch = (r.id == bind("fence_id", r.id), r.epoch == bind("fence_epoch", r.epoch))
+
+        # PostgreSQL types a bare NULL in a SELECT list as text, which bytea and double
+        # columns refuse; SQLite needs no casts.
+        def value(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+            bound = bind(column.name, column)
+            return sa.cast(bound, column.type) if self.postgres else bound
+
+        step = [value(c) for c in history.c]
+        # The row comes back only if written, carrying the run's cancellation flag, so
+        # the owner learns of a cancel request without an extra query.
+        cancel_flag = (
+            sa.select(r.cancel_requested).where(r.id == bind("cancel_id", r.id)).scalar_subquery()
+        )
+        self.record = self.compile(self._recording(step, *at_my_epoch).returning(cancel_flag))
+        #: SQLite: the same write, fenced also on "no cancel request", returning nothing
+        #: (the backend reads the row count): RETURNING makes SQLite collect the rows
+        #: first, ~15 us of the hottest statement. A refused write reads back why.
+        self.record_quiet: Statement | None = None
+        if not self.postgres:
+            no_cancel = r.cancel_requested == sa.literal_column("0")
+            self.record_quiet = self.compile(self._recording(step, *at_my_epoch, no_cancel))
+            if self.record_quiet.order != RECORD_ORDER[: len(self.record_quiet.order)]:
+                raise AssertionError(f"record_quiet takes {self.record_quiet.order}")
+        self.record_conflict = self.compile(
+            sa.select(r.epoch, r.cancel_requested, *history.c)
+            .select_from(
+                runs.outerjoin(
+                    history,
+                    sa.and_(h.run_id == r.id, h.position == bind("position", h.position)),
+                )
+            )
+            .where(r.id == bind("run_id", r.id))
+        )
+        if self.postgres:
+            self._define_record_many()
+        #: where each parameter of the hand-built record tuple (RECORD_ORDER) goes.
+        self.record_permutation: tuple[int, ...] | None = tuple(
+            RECORD_ORDER.index(name) for name in self.record.order
+        )
+        if self.record_permutation == tuple(range(len(RECORD_ORDER))):
+            self.record_permutation = None
+
+    def _recording(self, step: list[Any], *fence: sa.ColumnElement[bool]) -> Any:
+        """Insert a step (*step*: the history columns' values) if its run passes *fence*,
+        or replace the unfinished (retrying or waiting) step at its position."""
+        h = history.c
+        insert = self._insert(history).from_select(
+            [c.name for c in history.c], sa.select(*step).where(sa.exists().where(*fence))
+        )
+        return insert.on_conflict_do_update(
+            index_elements=[h.run_id, h.position],
+            set_={name: insert.excluded[name] for name in UPDATED_ON_RECORD},
+            where=h.status.in_(UNFINISHED_STEP),
+        )
+
+    def _define_record_many(self) -> None:
+        """PostgreSQL: many steps in one statement, their columns as arrays. Group
+        commit (see _group.py) uses it instead of one statement per step, which saves
+        both the round trips and the client's work."""
+        r, h = runs.c, history.c
+        columns = list(history.c)
+        #: the history columns, in the order record_many takes them (as "<name>s").
+        self.history_columns = [c.name for c in columns]
+        v = self._unnest(columns, self.history_columns)
+        step = [v.c[c.name] for c in columns]
+        written = (
+            self._recording(step, r.id == v.c.run_id, r.epoch == v.c.epoch)
+            .returning(h.run_id, h.position)
+            .cte("written")
+        )
+        # Each written row comes back with its run's cancellation flag; rows fenced off,
+        # or already finished, do not come back.
+        self.record_many = self.compile(
+            sa.select(written.c.run_id, written.c.position, r.cancel_requested).join_from(
+                written, runs, r.id == written.c.run_id
+            )
+        )

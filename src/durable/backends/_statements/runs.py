@@ -1,0 +1,347 @@
+"""The SQL of runs and their leases: creating, finishing, claiming, cancelling.
+
+Every change is a compare-and-set ``UPDATE ... WHERE id = ? AND epoch = ?`` (or a
+conditional insert), a statement of its own; cancelling a tree runs three of them in
+one transaction. Finishing a run also wakes a parent waiting on it: on PostgreSQL in
+the same statement (`RunStatements._waking_parents`), following the lock-then-check
+rule of waits.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from durable.backends._schema import runs
+
+from .base import (
+    BLOCKED,
+    CANCELLED,
+    FINISHED,
+    QUEUED,
+    RUNNING,
+    WAITING,
+    Compiler,
+    Statement,
+    bind,
+)
+
+
+class RunStatements(Compiler):
+    """The statements of `RunStore`, compiled for one dialect (`_define_runs`)."""
+
+    def _define_runs(self) -> None:
+        self.now = self.compile(sa.select(self._now))
+        self._define_lifecycle()
+        self._define_claims()
+        self._define_cancellation()
+        if self.postgres:
+            self._define_finish_many()
+
+    def _define_lifecycle(self) -> None:
+        r, now = runs.c, self._now
+        self.get_run = self.compile(sa.select(*runs.c).where(r.id == bind("id", r.id)))
+        owned = sa.bindparam("owned", type_=sa.Integer)
+        new_run = (
+            self._insert(runs)
+            .values(
+                id=bind("id", r.id),
+                workflow=bind("workflow", r.workflow),
+                status=bind("status", r.status),
+                input=bind("input", r.input),
+                call_hash=bind("call_hash", r.call_hash),
+                output=sa.null(),
+                error=sa.null(),
+                epoch=bind("epoch", r.epoch),
+                lease_owner=bind("owner", r.lease_owner),
+                lease_until=now + bind("lease", r.lease_until),
+                recoveries=sa.literal_column("0"),
+                parent_id=bind("parent_id", r.parent_id),
+                created_at=now,
+                updated_at=now,
+                finished_at=sa.null(),
+                queue=bind("queue", r.queue),
+                priority=bind("priority", r.priority),
+                started_at=sa.case((owned == 1, now), else_=sa.null()),
+                cancel_requested=sa.literal_column("0"),
+            )
+            .on_conflict_do_nothing(index_elements=[r.id])
+        )
+        # Only what the database decided comes back: the rest is what we sent.
+        self.create_owned_run = self.compile(new_run.returning(r.created_at, r.lease_until))
+        self.create_queued_run = self.compile(
+            self._notifying(new_run, self._queue_topic(), r.created_at)
+        )
+        fenced_unfinished = (
+            r.id == bind("id", r.id),
+            r.epoch == bind("epoch", r.epoch),
+            r.status.notin_(FINISHED),
+        )
+        ended = {"lease_owner": sa.null(), "lease_until": sa.null(), "updated_at": now}
+        self.finish_run = self._finishing(
+            sa.update(runs)
+            .where(*fenced_unfinished)
+            .values(
+                status=bind("status", r.status),
+                output=bind("output", r.output),
+                error=bind("error", r.error),
+                finished_at=now,
+                **ended,
+            )
+        )
+        self.block_run = self.compile(
+            self._notifying(
+                sa.update(runs)
+                .where(*fenced_unfinished)
+                .values(status=BLOCKED, error=bind("error", r.error), **ended),
+                self._run_topic(),
+            )
+        )
+        self.renew_leases = self.compile(
+            sa.update(runs)
+            .where(r.lease_owner == bind("owner", r.lease_owner), r.status == RUNNING)
+            .values(lease_until=now + bind("lease", r.lease_until))
+        )
+        self.release_run = self.compile(
+            self._notifying(
+                sa.update(runs)
+                .where(
+                    r.id == bind("id", r.id),
+                    r.epoch == bind("epoch", r.epoch),
+                    r.status == RUNNING,
+                )
+                .values(status=QUEUED, lease_owner=sa.null(), lease_until=sa.null()),
+                self._queue_topic(),
+            )
+        )
+
+    def _finishing(self, update: Any) -> Statement:
+        """A statement finishing runs, returning their topics (``run:<id>``) first.
+
+        On PostgreSQL it also wakes, in the same statement, each parent waiting on one
+        of them (see `_waking_parents`). SQLite returns each run's ``parent_id``
+        second instead, and the backend wakes the parent in the same transaction
+        (SQLite has no UPDATE inside WITH).
+        """
+        r = runs.c
+        if self.postgres:
+            return self._waking_parents(update.returning(r.id, r.parent_id))
+        return self.compile(self._notifying(update, self._run_topic(), r.parent_id))
+
+    def _waking_parents(self, finished: Any) -> Statement:
+        """PostgreSQL: *finished* (an UPDATE finishing runs, returning their ``id`` and
+        ``parent_id``) and, in the same statement, each parent waiting on one of them
+        queued again. Returns (topic,) rows: ``run:<id>`` per finished run, and
+        ``run:<parent>`` and ``queue:<name>`` per woken parent; all are notified.
+
+        The parents' UPDATE matches them by id whatever their status, so it waits for
+        the lock of a parent that is suspending right now and then re-reads its row
+        (READ COMMITTED re-evaluates an updated row): a parent that commits WAITING on
+        a finishing child is woken by it."""
+        r = runs.c
+        done = finished.cte("finished")
+        done_topics = sa.select(sa.literal_column("'run:'", sa.Text) + done.c.id)
+        waits_on_one = sa.and_(r.status == WAITING, r.waiting_on.in_(done_topics))
+        woken = (
+            sa.update(runs)
+            .where(
+                r.id.in_(sa.select(done.c.parent_id)),
+                r.id.not_in(sa.select(done.c.id)),  # never update one row twice
+                r.status.in_((RUNNING, WAITING)),
+            )
+            .values(
+                status=sa.case((waits_on_one, QUEUED), else_=r.status),
+                wake_at=sa.case((waits_on_one, sa.null()), else_=r.wake_at),
+                waiting_on=sa.case((waits_on_one, sa.null()), else_=r.waiting_on),
+            )
+            .returning(r.id, r.status, r.queue)
+            .cte("woken")
+        )
+        queued = sa.select(woken).where(woken.c.status == QUEUED).subquery()
+        topics = sa.union_all(
+            sa.select(sa.literal_column("'run:'", sa.Text) + done.c.id),
+            sa.select(sa.literal_column("'run:'", sa.Text) + queued.c.id),
+            sa.select(sa.literal_column("'queue:'", sa.Text) + queued.c.queue),
+        ).subquery()
+        topic = topics.c[0]
+        channel: sa.ColumnClause[Any] = sa.literal_column(f"'{self.channel}'")
+        return self.compile(sa.select(topic, sa.func.pg_notify(channel, topic)))
+
+    def _define_finish_many(self) -> None:
+        """PostgreSQL: many outcomes in one statement, their columns as arrays. Group
+        commit (see _group.py) uses it instead of one statement per finished run."""
+        r = runs.c
+        names = ["id", "epoch", "status", "output", "error"]
+        v = self._unnest([r.id, r.epoch, r.status, r.output, r.error], names)
+        self.finish_many = self._finishing(
+            sa.update(runs)
+            .where(r.id == v.c.id, r.epoch == v.c.epoch, r.status.notin_(FINISHED))
+            .values(
+                status=v.c.status,
+                output=v.c.output,
+                error=v.c.error,
+                lease_owner=sa.null(),
+                lease_until=sa.null(),
+                updated_at=self._now,
+                finished_at=self._now,
+            )
+        )
+
+    # -- claims ---------------------------------------------------------------------
+
+    def _define_claims(self) -> None:
+        r, now = runs.c, self._now
+        claimed = {
+            "status": RUNNING,
+            "epoch": r.epoch + sa.literal_column("1"),
+            "lease_owner": bind("owner", r.lease_owner),
+            "lease_until": now + bind("lease", r.lease_until),
+            "updated_at": now,
+            "started_at": sa.func.coalesce(r.started_at, now),
+            "wake_at": sa.null(),
+            "waiting_on": sa.null(),
+        }
+        takeover = sa.case(
+            (r.status == RUNNING, sa.literal_column("1")), else_=sa.literal_column("0")
+        )
+        self.claim_run = self.compile(
+            sa.update(runs)
+            .where(
+                r.id == bind("id", r.id),
+                r.epoch == bind("epoch", r.epoch),
+                sa.or_(
+                    r.status.in_((QUEUED, BLOCKED)),
+                    sa.and_(r.status == WAITING, r.wake_at <= now),
+                    sa.and_(
+                        r.status == RUNNING,
+                        sa.or_(
+                            r.lease_until < now,
+                            r.lease_owner == bind("dead_owner", r.lease_owner),
+                        ),
+                    ),
+                ),
+            )
+            .values(recoveries=r.recoveries + takeover, **claimed)
+            .returning(*runs.c)
+        )
+        self.mark_progress = self.compile(
+            sa.update(runs)
+            .where(r.id == bind("id", r.id), r.epoch == bind("epoch", r.epoch))
+            .values(recoveries=sa.literal_column("0"))
+        )
+        ready = (
+            sa.select(r.id)
+            .where(
+                r.status == QUEUED,
+                # One queue per statement: the claim index then yields rows in priority
+                # order and LIMIT stops early. With a list of queues PostgreSQL scans and
+                # sorts every queued run instead (0.93 ms vs 0.05 ms at 2,000 queued).
+                r.queue == bind("queue", r.queue),
+                self._in_names(r.workflow, "workflows"),
+            )
+            .order_by(r.priority.desc(), r.created_at)
+            .limit(sa.bindparam("limit", type_=sa.Integer))
+        )
+        if self.postgres:
+            # Lock and claim in one statement; a locked row is someone else's, skip it.
+            ready = ready.with_for_update(skip_locked=True)
+        self.claim_next = self.compile(
+            sa.update(runs)
+            .where(r.id.in_(ready.scalar_subquery()))
+            .values(**claimed)
+            .returning(*runs.c)
+        )
+        self.queued_workflows = self.compile(
+            sa.select(r.workflow)
+            .where(r.status == QUEUED, self._in_names(r.queue, "queues"))
+            .distinct()
+            .order_by(r.workflow)
+        )
+        on_this_host = sa.func.substr(
+            r.lease_owner, 1, sa.bindparam("prefix_len", type_=sa.Integer)
+        ) == sa.bindparam("prefix", type_=sa.Text)
+        self.recoverable = self.compile(
+            sa.select(*runs.c).where(
+                sa.or_(
+                    r.status == BLOCKED,
+                    sa.and_(r.status == QUEUED, r.started_at.is_not(None)),
+                    sa.and_(r.status == RUNNING, sa.or_(r.lease_until < now, on_this_host)),
+                )
+            )
+        )
+
+    # -- cancellation ---------------------------------------------------------------
+
+    def _define_cancellation(self) -> None:
+        r = runs.c
+        # A run and everything below it: children, grandchildren...
+        tree = (
+            sa.select(r.id.label("id")).where(r.id == bind("id", r.id)).cte("tree", recursive=True)
+        )
+        below = runs.alias("below")
+        tree = tree.union(sa.select(below.c.id).where(below.c.parent_id == tree.c.id))
+        member = runs.alias("member")
+
+        def in_tree(
+            *statuses: sa.ColumnElement[str], fresh: bool = False
+        ) -> list[sa.ColumnElement[bool]]:
+            """Runs of the tree in one of *statuses* (and not yet asked to stop: *fresh*).
+
+            The subquery walks the tree and tests each member, so that the UPDATE finds
+            its rows by primary key (SQLite would otherwise read every run of that status
+            through its status index: 16 ms at 100,000 waiting runs, vs 0.1 ms).
+            PostgreSQL re-checks a concurrently updated row against the outer WHERE
+            only, so there the test is repeated.
+            """
+            tests: list[sa.ColumnElement[bool]] = [member.c.status.in_(statuses)]
+            if fresh:
+                tests.append(member.c.cancel_requested == sa.literal_column("0"))
+            ids = (
+                sa.select(member.c.id)
+                .select_from(tree.join(member, member.c.id == tree.c.id))
+                .where(*tests)
+            )
+            where: list[sa.ColumnElement[bool]] = [r.id.in_(ids.scalar_subquery())]
+            if self.postgres:
+                where.append(r.status.in_(statuses))
+                if fresh:
+                    where.append(r.cancel_requested == sa.literal_column("0"))
+            return where
+
+        self.cancel_now = self.compile(
+            self._notifying(
+                sa.update(runs)
+                .where(*in_tree(QUEUED, BLOCKED))
+                .values(
+                    status=CANCELLED,
+                    lease_owner=sa.null(),
+                    lease_until=sa.null(),
+                    updated_at=self._now,
+                    finished_at=self._now,
+                ),
+                self._run_topic(),
+                r.parent_id,
+            )
+        )
+        # A waiting run is queued again, to receive Cancelled at the wait it sleeps in.
+        self.cancel_waiting = self.compile(
+            self._waking(
+                sa.update(runs)
+                .where(*in_tree(WAITING))
+                .values(
+                    status=QUEUED,
+                    cancel_requested=sa.literal_column("1"),
+                    wake_at=sa.null(),
+                    waiting_on=sa.null(),
+                )
+            )
+        )
+        self.cancel_request = self.compile(
+            self._notifying(
+                sa.update(runs)
+                .where(*in_tree(RUNNING, fresh=True))
+                .values(cancel_requested=sa.literal_column("1")),
+                self._run_topic(),
+            )
+        )
