@@ -80,7 +80,7 @@ def test_py_typed_ships() -> None:
 
 
 SQL_FILES = (
-    "backends/sql.py",
+    "backends/sql/__init__.py",
     "backends/_schema.py",
     "backends/_statements/__init__.py",
     "backends/_statements/base.py",

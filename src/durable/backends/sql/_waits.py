@@ -1,46 +1,44 @@
-"""The SQL backend's waits: suspending runs, waking them, and their inboxes.
+"""The SQL backend's waits: suspending runs, waking them, their inboxes, and watches.
 
-A mixin of `SQLBackend`, kept apart because waiting is its own concept. The
-statements are in `_statements/waits.py`, whose docstring explains the lock-then-check
-rule that keeps a wake-up from being lost between a run deciding to sleep and an
-event (or a child's outcome) arriving.
+A mixin of `SQLBackend`. The statements are in `_statements/waits.py`, whose
+docstring explains the lock-then-check rule that keeps a wake-up from being lost
+between a run deciding to sleep and an event (or a child's outcome) arriving.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from durable.backends import _rows
+from durable.backends._connections import Session
+from durable.backends._group import Rows
+from durable.backends._hub import Watch
+from durable.backends._listener import Listener
+from durable.backends._statements.base import CHANNEL
 from durable.core.records import Event, RunStatus, Step, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
-from . import _rows
-from ._connections import Connections, Session
-from ._hub import Hub
-from ._statements import Queries
-from ._statements.base import Statement
+from ._base import SQLBase
 
-Rows = list[tuple[Any, ...]]
+#: Other processes cannot notify a SQLite waiter, so its waits poll this often.
+SQLITE_POLL = 0.05
 
 
 class _NoEvent(Exception):
     """Rolls back a consume that found nothing to take, or was fenced off."""
 
 
-class SQLWaitsMixin:
-    """Waiting and events for `SQLBackend` (see `Backend` for the contracts)."""
+class SQLWaits(SQLBase):
+    """`WaitStore` for `SQLBackend` (see there for the contracts)."""
 
-    _db: Connections
-    _sql: Queries
-    _hub: Hub
-    _execute: Callable[[Any, Statement, Mapping[str, Any]], Any]
+    dialect_name: str
+    #: Hears other processes' notifications (PostgreSQL), started by the first watch.
+    _listener: Listener | None
+    _listener_lock: threading.Lock
     _record_in: Callable[[Session, Step, int], tuple[Step, bool] | None]
-
-    def _announce(self, rows: Sequence[Sequence[Any]]) -> None:
-        """Wake waiters in this process on the topics a statement returned first."""
-        for row in rows:
-            self._hub.notify(row[0])
 
     def _announce_wakes(self, rows: Sequence[Sequence[Any]]) -> None:
         """Wake waiters on both topics of rows from `Compiler._waking` statements."""
@@ -66,7 +64,7 @@ class SQLWaitsMixin:
     def suspend_run(
         self, run_id: str, epoch: int, *, wake_at: float | None, waiting_on: str | None
     ) -> RunStatus | None:
-        """See `Backend.suspend_run`."""
+        """See `WaitStore.suspend_run`."""
         kind, _, name = (waiting_on or "").partition(":")
         values = {
             "id": run_id,
@@ -96,7 +94,7 @@ class SQLWaitsMixin:
         return None if status is None else _rows.RUN_STATUS[status]
 
     def wake_due(self, *, limit: int) -> int:
-        """See `Backend.wake_due`."""
+        """See `WaitStore.wake_due`."""
 
         def body(session: Session, _retried: bool) -> Rows:
             return list(self._execute(session, self._sql.wake_due, {"limit": limit}).fetchall())
@@ -106,7 +104,7 @@ class SQLWaitsMixin:
         return len(rows)
 
     def next_wake(self) -> float | None:
-        """See `Backend.next_wake`."""
+        """See `WaitStore.next_wake`."""
         row = self._db.run(
             "Reading the next wake-up time",
             lambda session, _: self._execute(session, self._sql.next_wake, {}).fetchone(),
@@ -122,7 +120,7 @@ class SQLWaitsMixin:
         key: str | None = None,
         sender: str | None = None,
     ) -> Event:
-        """See `Backend.send_event`."""
+        """See `WaitStore.send_event`."""
 
         def body(session: Session, _retried: bool) -> tuple[Event, Rows]:
             with self._db.transaction(session):
@@ -169,7 +167,7 @@ class SQLWaitsMixin:
         return event
 
     def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
-        """See `Backend.consume_event`."""
+        """See `WaitStore.consume_event`."""
 
         def body(session: Session, _retried: bool) -> tuple[Step, bool] | None:
             try:
@@ -222,7 +220,7 @@ class SQLWaitsMixin:
         return None
 
     def events(self, run_id: str) -> Sequence[Event]:
-        """See `Backend.events`."""
+        """See `WaitStore.events`."""
         return self._db.run(
             f"Reading the events of run {run_id!r}",
             lambda session, _: [
@@ -230,3 +228,13 @@ class SQLWaitsMixin:
                 for row in self._execute(session, self._sql.list_events, {"id": run_id}).fetchall()
             ],
         )
+
+    def watch(self, topics: Sequence[str]) -> Watch:
+        """See `WaitStore.watch`. PostgreSQL hears other processes through LISTEN; SQLite
+        waits poll every SQLITE_POLL seconds."""
+        if self.dialect_name == "sqlite":
+            return self._hub.watch(topics, cap=SQLITE_POLL)
+        with self._listener_lock:
+            if self._listener is None or not self._listener.alive():
+                self._listener = Listener(self._db.open, self._hub, CHANNEL)
+        return self._hub.watch(topics)

@@ -1,0 +1,317 @@
+"""The SQL backend's runs and leases: creating, finishing, claiming, cancelling.
+
+A mixin of `SQLBackend`; the statements are in `_statements/runs.py`. Writes that may
+be retried after a lost connection read back whether their first attempt committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from durable.backends import _rows
+from durable.backends._connections import Session
+from durable.backends._group import GroupCommit, Rows, Write, in_one_transaction, one_by_one
+from durable.core.records import NewRun, Run, RunStatus
+
+from ._base import SQLBase
+
+
+class SQLRuns(SQLBase):
+    """`RunStore` for `SQLBackend` (see there for the contracts)."""
+
+    #: Group commit of new runs, and of outcomes (see `SQLBackend.__init__`).
+    _new_runs: GroupCommit
+    _outcomes: GroupCommit
+    _wake_parents: Callable[[Session, Rows], Rows]
+
+    def now(self) -> float:
+        """See `RunStore.now`."""
+        return self._db.run(
+            "Reading the clock",
+            lambda conn, _: float(self._execute(conn, self._sql.now, {}).fetchone()[0]),
+        )
+
+    def create_run(self, new: NewRun) -> tuple[Run, bool]:
+        """See `RunStore.create_run`."""
+        owned = new.owner is not None
+        status = RunStatus.RUNNING if owned else RunStatus.QUEUED
+        epoch = 1 if owned else 0
+        values = {
+            "id": new.id,
+            "workflow": new.workflow,
+            "status": status.value,
+            "input": new.input,
+            "call_hash": new.call_hash,
+            "epoch": epoch,
+            "owner": new.owner,
+            "lease": new.lease if owned else None,
+            "parent_id": new.parent_id,
+            "queue": new.queue,
+            "priority": new.priority,
+            "owned": int(owned),
+        }
+        statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
+
+        while True:
+            rows, retried = self._new_runs.write(
+                statement.sql, statement.params(values), name="Creating runs"
+            )
+            if rows:
+                row = rows[0]
+                if owned:
+                    created_at, lease_until = row[0], row[1]
+                else:
+                    self._hub.notify(row[0])
+                    created_at, lease_until = row[1], None
+                run = Run(
+                    id=new.id,
+                    workflow=new.workflow,
+                    status=status,
+                    input=new.input,
+                    call_hash=new.call_hash,
+                    output=None,
+                    error=None,
+                    epoch=epoch,
+                    lease_owner=new.owner,
+                    lease_until=lease_until,
+                    recoveries=0,
+                    parent_id=new.parent_id,
+                    created_at=created_at,
+                    updated_at=created_at,
+                    finished_at=None,
+                    queue=new.queue,
+                    priority=new.priority,
+                    started_at=created_at if owned else None,
+                )
+                return run, True
+            existing = self.get_run(new.id)
+            if existing is None:
+                continue  # deleted between the two statements; try again
+            # Our own insert whose acknowledgement was lost looks exactly like this.
+            ours = (
+                retried
+                and existing.lease_owner == new.owner
+                and existing.epoch == epoch
+                and existing.input == new.input
+                and existing.call_hash == new.call_hash
+                and (owned or existing.status is RunStatus.QUEUED)
+            )
+            return existing, ours
+
+    def get_run(self, run_id: str) -> Run | None:
+        """See `RunStore.get_run`."""
+
+        def body(conn: Any, _retried: bool) -> Run | None:
+            row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
+            return None if row is None else _rows.run(row)
+
+        return self._db.run(f"Reading run {run_id!r}", body)
+
+    def finish_run(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        output: bytes | None = None,
+        error: bytes | None = None,
+    ) -> bool:
+        """See `RunStore.finish_run`."""
+        if status is RunStatus.BLOCKED:
+            statement = self._sql.block_run
+            values: dict[str, Any] = {"id": run_id, "epoch": epoch, "error": error}
+        else:
+            statement = self._sql.finish_run
+            values = {
+                "id": run_id,
+                "epoch": epoch,
+                "status": status.value,
+                "output": output,
+                "error": error,
+            }
+
+        if status is RunStatus.BLOCKED:  # rare: no need to batch it
+            batch = [Write(statement.sql, statement.params(values))]
+            one_by_one(self._db, f"Blocking run {run_id!r}", batch)
+            if batch[0].error is not None:
+                raise batch[0].error
+            rows, retried = batch[0].rows, batch[0].retried
+        else:
+            # SQLite wakes a waiting parent in the same transaction; PostgreSQL's
+            # statement does it itself. Replay reproduces an outcome, but not a DEAD
+            # verdict: only the former may skip its own fsync (see _relaxed.py).
+            then = None if self._sql.postgres else self._wake_parents
+            rows, retried = self._outcomes.write(
+                statement.sql,
+                statement.params(values),
+                then,
+                name="Finishing runs",
+                synced=status is RunStatus.DEAD,
+            )
+        if rows:
+            self._announce(rows)
+            return True
+        if not retried:
+            return False
+        run = self.get_run(run_id)
+        # A lost acknowledgement: our own earlier commit already set this outcome.
+        return run is not None and run.epoch == epoch and run.status is status
+
+    def _write_outcomes(self, batch: list[Write]) -> None:
+        """Finish a batch of runs (PostgreSQL): one multi-row statement."""
+        if len(batch) == 1:
+            in_one_transaction(self._db, "Finishing runs")(batch)
+            return
+        order = self._sql.finish_run.order
+        columns = {
+            f"{name}s": [write.params[order.index(name)] for write in batch]
+            for name in ("id", "epoch", "status", "output", "error")
+        }
+        try:
+            rows = self._db.run(
+                "Finishing runs",
+                lambda conn, _: self._execute(conn, self._sql.finish_many, columns).fetchall(),
+            )
+        except Exception:
+            for write in batch:
+                write.retried = True
+            one_by_one(self._db, "Finishing runs", batch)
+            return
+        self._announce(rows)  # the runs' topics, and their woken parents'
+        topics = {row[0] for row in rows}
+        id_at = order.index("id")
+        for write in batch:
+            topic = f"run:{write.params[id_at]}"
+            write.finish([(topic,)] if topic in topics else [])
+
+    def claim_run(
+        self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
+    ) -> Run | None:
+        """See `RunStore.claim_run`."""
+        values = {
+            "id": run_id,
+            "epoch": epoch,
+            "owner": owner,
+            "lease": lease,
+            "dead_owner": dead_owner,
+        }
+
+        def body(conn: Any, retried: bool) -> Run | None:
+            row = self._execute(conn, self._sql.claim_run, values).fetchone()
+            if row is not None:
+                return _rows.run(row)
+            if retried:
+                current = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
+                if current is not None and current[7] == epoch + 1 and current[8] == owner:
+                    return _rows.run(current)
+            return None
+
+        return self._db.run(f"Claiming run {run_id!r}", body)
+
+    def mark_progress(self, run_id: str, epoch: int) -> None:
+        """See `RunStore.mark_progress`."""
+        self._db.run(
+            f"Marking progress of run {run_id!r}",
+            lambda conn, _: self._execute(
+                conn, self._sql.mark_progress, {"id": run_id, "epoch": epoch}
+            ),
+        )
+
+    def claim_next(
+        self,
+        *,
+        owner: str,
+        queue: str,
+        workflows: Sequence[str],
+        limit: int,
+        lease: float,
+    ) -> Sequence[Run]:
+        """See `RunStore.claim_next`."""
+        values = {
+            "owner": owner,
+            "lease": lease,
+            "queue": queue,
+            "workflows": self._names(list(workflows)),
+            "limit": limit,
+        }
+        # Not retried on a lost connection: a claim that committed unseen is not ours to
+        # find again; those runs come back to the queue when their lease expires.
+        rows = self._db.run(
+            "Claiming queued runs",
+            lambda conn, retried: (
+                [] if retried else self._execute(conn, self._sql.claim_next, values).fetchall()
+            ),
+        )
+        # RETURNING comes in the update's scan order, not the subquery's.
+        return sorted(map(_rows.run, rows), key=lambda run: (-run.priority, run.created_at))
+
+    def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
+        """See `RunStore.queued_workflows`."""
+        values = {"queues": self._names(list(queues))}
+        return self._db.run(
+            "Listing queued workflows",
+            lambda conn, _: [
+                row[0] for row in self._execute(conn, self._sql.queued_workflows, values).fetchall()
+            ],
+        )
+
+    def recoverable(self, *, host: str) -> Sequence[Run]:
+        """See `RunStore.recoverable`."""
+        prefix = f"{host}:"
+        return self._db.run(
+            "Looking for runs to recover",
+            lambda conn, _: [
+                _rows.run(row)
+                for row in self._execute(
+                    conn, self._sql.recoverable, {"prefix": prefix, "prefix_len": len(prefix)}
+                ).fetchall()
+            ],
+        )
+
+    def renew_leases(self, owner: str, lease: float) -> int:
+        """See `RunStore.renew_leases`."""
+        return self._db.run(
+            "Renewing leases",
+            lambda conn, _: int(
+                self._execute(
+                    conn, self._sql.renew_leases, {"owner": owner, "lease": lease}
+                ).rowcount
+            ),
+        )
+
+    def release_run(self, run_id: str, epoch: int) -> bool:
+        """See `RunStore.release_run`."""
+
+        def body(conn: Any, _retried: bool) -> bool:
+            rows = self._execute(
+                conn, self._sql.release_run, {"id": run_id, "epoch": epoch}
+            ).fetchall()
+            self._announce(rows)
+            return bool(rows)
+
+        return self._db.run(f"Releasing run {run_id!r}", body)
+
+    def cancel_run(self, run_id: str) -> Run | None:
+        """See `RunStore.cancel_run`."""
+
+        def body(conn: Any, _retried: bool) -> Run | None:
+            with self._db.transaction(conn):
+                cancelled = self._execute(conn, self._sql.cancel_now, {"id": run_id}).fetchall()
+                changed = [
+                    (topic,)
+                    for row in self._execute(
+                        conn, self._sql.cancel_waiting, {"id": run_id}
+                    ).fetchall()
+                    for topic in row[:2]
+                ]
+                changed += self._execute(conn, self._sql.cancel_request, {"id": run_id}).fetchall()
+                # Parents last: one in the tree, waiting on a child cancelled just now,
+                # has been queued with its cancel request above; woken first, it would
+                # be QUEUED without one, and cancel_waiting would pass it by.
+                changed += self._wake_parents(conn, [(row[0], row[1]) for row in cancelled])
+                row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
+            self._announce(changed)
+            return None if row is None else _rows.run(row)
+
+        return self._db.run(f"Cancelling run {run_id!r}", body)
