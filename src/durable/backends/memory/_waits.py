@@ -1,38 +1,28 @@
-"""The memory backend's waits: suspending runs, waking them, and their inboxes.
+"""The memory backend's waits: suspending runs, waking them, their inboxes, and watches.
 
-A mixin of `MemoryBackend` (it shares that class's lock and dictionaries), kept apart
-because waiting is its own concept: when a run may sleep, what wakes it, and how
-events reach it.
+A mixin of `MemoryBackend` (it shares that class's lock and dictionaries, see
+`MemoryBase`): when a run may sleep, what wakes it, and how events reach it; the
+reference for what `sql/_waits.py` does with SQL.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from durable.core.records import Event, Run, RunStatus, Step, StepStatus
+from durable.backends._hub import Watch
+from durable.backends._protocol.waits import TIMERS
+from durable.core.records import Event, RunStatus, Step, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
-from ._hub import Hub
-from ._protocol.waits import TIMERS
+from ._base import MemoryBase
 
 
-class WaitsMixin:
-    """Waiting and events for `MemoryBackend` (see `Backend` for the contracts)."""
+class MemoryWaits(MemoryBase):
+    """`WaitStore` for `MemoryBackend` (see there for the contracts)."""
 
-    _lock: threading.Lock
-    _runs: dict[str, Run]
-    _history: dict[str, dict[int, Step]]
-    _events: dict[str, list[Event]]
-    _event_ids: itertools.count[int]
-    _hub: Hub
-    now: Callable[[], float]
-    _check_open: Callable[[], None]
-
-    def _wake(self, run_id: str | None, waiting_on: str | None = None) -> list[str]:
-        """Queue *run_id* if it is WAITING (on *waiting_on*, if given); the topics to
+    def _wake(self, run_id: str | None, waiting_on: str | None) -> list[str]:
+        """Queue *run_id* if it is WAITING (on *waiting_on*, unless None); the topics to
         notify once the lock is released (none if it was not woken)."""
         run = self._runs.get(run_id) if run_id else None
         if run is None or run.status is not RunStatus.WAITING:
@@ -44,14 +34,10 @@ class WaitsMixin:
         )
         return [f"run:{run.id}", f"queue:{run.queue}"]
 
-    def _notify(self, topics: list[str]) -> None:
-        for topic in topics:
-            self._hub.notify(topic)
-
     def suspend_run(
         self, run_id: str, epoch: int, *, wake_at: float | None, waiting_on: str | None
     ) -> RunStatus | None:
-        """See `Backend.suspend_run`."""
+        """See `WaitStore.suspend_run`."""
         with self._lock:
             self._check_open()
             run = self._runs.get(run_id)
@@ -85,7 +71,7 @@ class WaitsMixin:
         return other is not None and other.status.finished
 
     def wake_due(self, *, limit: int) -> int:
-        """See `Backend.wake_due`."""
+        """See `WaitStore.wake_due`."""
         with self._lock:
             self._check_open()
             now = self.now()
@@ -97,12 +83,12 @@ class WaitsMixin:
                 ),
                 key=lambda r: r.wake_at or 0.0,
             )[:limit]
-            topics = [topic for run in due for topic in self._wake(run.id)]
+            topics = [topic for run in due for topic in self._wake(run.id, None)]
         self._notify(topics)
         return len(due)
 
     def next_wake(self) -> float | None:
-        """See `Backend.next_wake`."""
+        """See `WaitStore.next_wake`."""
         with self._lock:
             self._check_open()
             times = [
@@ -121,7 +107,7 @@ class WaitsMixin:
         key: str | None = None,
         sender: str | None = None,
     ) -> Event:
-        """See `Backend.send_event`."""
+        """See `WaitStore.send_event`."""
         with self._lock:
             self._check_open()
             run = self._runs.get(run_id)
@@ -153,7 +139,7 @@ class WaitsMixin:
         return event
 
     def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
-        """See `Backend.consume_event`."""
+        """See `WaitStore.consume_event`."""
         with self._lock:
             self._check_open()
             run = self._runs.get(step.run_id)
@@ -191,7 +177,11 @@ class WaitsMixin:
             return stored, run.cancel_requested
 
     def events(self, run_id: str) -> Sequence[Event]:
-        """See `Backend.events`."""
+        """See `WaitStore.events`."""
         with self._lock:
             self._check_open()
             return list(self._events.get(run_id, []))
+
+    def watch(self, topics: Sequence[str]) -> Watch:
+        """See `WaitStore.watch`. Only this process's changes are heard."""
+        return self._hub.watch(topics)

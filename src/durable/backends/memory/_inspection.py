@@ -1,38 +1,24 @@
-"""The memory backend's operator side: listing runs, statistics, retries, actions.
+"""The memory backend's operator side: listing runs, statistics, retries, actions, and
+purging old finished runs.
 
-A mixin of `MemoryBackend`, sharing its lock and dictionaries; the reference for what
-`_sql_inspect.py` does with SQL.
+A mixin of `MemoryBackend` (it shares that class's lock and dictionaries, see
+`MemoryBase`); the reference for what `sql/_inspection.py` does with SQL.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
-from durable.core.records import (
-    Action,
-    Outcome,
-    Run,
-    RunQuery,
-    RunStatus,
-    Step,
-    StepKind,
-    StepStatus,
-)
+from durable.backends._purging import Relative, may_go
+from durable.core.records import Action, Outcome, Run, RunQuery, RunStatus, StepKind, StepStatus
+
+from ._base import MemoryBase
 
 
-class InspectMixin:
-    """Inspecting and operating runs for `MemoryBackend` (see `Backend`)."""
-
-    _lock: threading.Lock
-    _runs: dict[str, Run]
-    _history: dict[str, dict[int, Step]]
-    _actions: list[Action]
-    _check_open: Callable[[], None]
-    _notify: Callable[[list[str]], None]
-    now: Callable[[], float]
+class MemoryInspection(MemoryBase):
+    """`InspectionStore` for `MemoryBackend` (see there for the contracts)."""
 
     def _matching(self, query: RunQuery) -> list[Run]:
         def matches(run: Run) -> bool:
@@ -53,17 +39,17 @@ class InspectMixin:
         return sorted(found, key=lambda run: (run.created_at, run.id), reverse=True)
 
     def list_runs(self, query: RunQuery, *, limit: int) -> Sequence[Run]:
-        """See `Backend.list_runs`."""
+        """See `InspectionStore.list_runs`."""
         return self._matching(query)[: max(1, limit)]
 
     def count_runs(self, query: RunQuery) -> int:
-        """See `Backend.count_runs`."""
+        """See `InspectionStore.count_runs`."""
         return len(self._matching(query))
 
     def outcomes(
         self, kind: Literal["run", "task"], *, since: float, name: str | None = None
     ) -> Sequence[Outcome]:
-        """See `Backend.outcomes`."""
+        """See `InspectionStore.outcomes`."""
         with self._lock:
             self._check_open()
             if kind == "run":
@@ -96,7 +82,7 @@ class InspectMixin:
             ]
 
     def retry_run(self, run_id: str, positions: Sequence[int]) -> Run | None:
-        """See `Backend.retry_run`."""
+        """See `InspectionStore.retry_run`."""
         with self._lock:
             self._check_open()
             run = self._runs.get(run_id)
@@ -125,7 +111,7 @@ class InspectMixin:
         return run
 
     def record_action(self, run_id: str, action: str, *, actor: str | None, detail: str) -> Action:
-        """See `Backend.record_action`."""
+        """See `InspectionStore.record_action`."""
         with self._lock:
             self._check_open()
             recorded = Action(
@@ -140,7 +126,41 @@ class InspectMixin:
             return recorded
 
     def actions(self, run_id: str) -> Sequence[Action]:
-        """See `Backend.actions`."""
+        """See `InspectionStore.actions`."""
         with self._lock:
             self._check_open()
             return [action for action in self._actions if action.run_id == run_id]
+
+    def purge(self, *, finished_before: float, limit: int, dry_run: bool = False) -> int:
+        """See `InspectionStore.purge`."""
+        if limit < 1:
+            raise ValueError(f"purge() deletes at least one run per batch; limit was {limit}.")
+        with self._lock:
+            self._check_open()
+
+            def relative(run: Run) -> Relative:
+                finished = run.finished_at if run.status.finished else None
+                return run.id, run.parent_id, finished is not None and finished < finished_before
+
+            children: dict[str, list[Run]] = {}
+            for run in self._runs.values():
+                if run.parent_id is not None:
+                    children.setdefault(run.parent_id, []).append(run)
+            oldest = sorted(
+                (run for run in self._runs.values() if relative(run)[2]),
+                key=lambda run: (run.created_at, run.id),
+            )
+            allowed = may_go(
+                [(run.id, run.parent_id) for run in oldest],
+                runs=lambda ids: [relative(self._runs[i]) for i in ids if i in self._runs],
+                children=lambda ids: [relative(c) for i in ids for c in children.get(i, ())],
+            )
+            going = [run.id for run in oldest if run.id in allowed][:limit]
+            if not dry_run:
+                for run_id in going:
+                    del self._runs[run_id]
+                    self._history.pop(run_id, None)
+                    self._events.pop(run_id, None)
+                gone = set(going)
+                self._actions = [a for a in self._actions if a.run_id not in gone]
+            return len(going)

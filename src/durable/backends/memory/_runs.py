@@ -1,51 +1,26 @@
-"""MemoryBackend: dictionaries behind one lock, with the same semantics as SQL.
+"""The memory backend's runs and leases: creating, finishing, claiming, cancelling.
 
-It is the reference implementation of the Backend contracts and what unit tests run
-on. It keeps nothing across processes. Its clock is injectable, so a virtual clock can
-drive lease expiry in tests.
+A mixin of `MemoryBackend` (it shares that class's lock and dictionaries, see
+`MemoryBase`); the reference for what `sql/_runs.py` does with SQL.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from durable.core.clock import SYSTEM_CLOCK, Clock
-from durable.core.records import Action, Event, NewRun, Run, RunStatus, Step
-from durable.errors import LeaseLost, StorageError
+from durable.core.records import NewRun, Run, RunStatus
 
-from ._hub import Hub, Watch
-from ._memory_inspect import InspectMixin
-from ._memory_waits import WaitsMixin
-from ._purging import Relative, may_go
+from ._base import MemoryBase
 
 
-class MemoryBackend(WaitsMixin, InspectMixin):
-    """An in-process backend for tests and demos. Nothing survives the process."""
+class MemoryRuns(MemoryBase):
+    """`RunStore` for `MemoryBackend` (see there for the contracts)."""
 
-    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._runs: dict[str, Run] = {}
-        self._history: dict[str, dict[int, Step]] = {}
-        self._events: dict[str, list[Event]] = {}
-        self._event_ids = itertools.count(1)
-        self._actions: list[Action] = []
-        self._closed = False
-        self._hub = Hub()
-
-    def now(self) -> float:
-        """Return the injected clock's time."""
-        return self._clock.now()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageError("This MemoryBackend is closed.")
+    _wake: Callable[[str | None, str | None], list[str]]
 
     def create_run(self, new: NewRun) -> tuple[Run, bool]:
-        """See `Backend.create_run`."""
+        """See `RunStore.create_run`."""
         with self._lock:
             self._check_open()
             existing = self._runs.get(new.id)
@@ -80,42 +55,10 @@ class MemoryBackend(WaitsMixin, InspectMixin):
         return run, True
 
     def get_run(self, run_id: str) -> Run | None:
-        """See `Backend.get_run`."""
+        """See `RunStore.get_run`."""
         with self._lock:
             self._check_open()
             return self._runs.get(run_id)
-
-    def load_history(self, run_id: str) -> Sequence[Step]:
-        """See `Backend.load_history`."""
-        with self._lock:
-            self._check_open()
-            steps = self._history.get(run_id, {})
-            return [steps[p] for p in sorted(steps)]
-
-    def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
-        """See `Backend.record`."""
-        with self._lock:
-            self._check_open()
-            run = self._runs.get(step.run_id)
-            if run is None or run.epoch != epoch:
-                raise LeaseLost(
-                    f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it.",
-                    run_id=step.run_id,
-                    epoch=epoch,
-                )
-            steps = self._history[step.run_id]
-            existing = steps.get(step.position)
-            if existing is not None and existing.status.finished:
-                return existing, run.cancel_requested
-            stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
-            # As in SQL (UPDATED_ON_RECORD): a retrying or waiting position written
-            # over keeps its first start.
-            steps[step.position] = (
-                stored
-                if existing is None
-                else dataclasses.replace(stored, started_at=existing.started_at)
-            )
-            return stored, run.cancel_requested
 
     def finish_run(
         self,
@@ -126,7 +69,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
         output: bytes | None = None,
         error: bytes | None = None,
     ) -> bool:
-        """See `Backend.finish_run`."""
+        """See `RunStore.finish_run`."""
         with self._lock:
             self._check_open()
             run = self._runs.get(run_id)
@@ -150,7 +93,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
     def claim_run(
         self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
     ) -> Run | None:
-        """See `Backend.claim_run`."""
+        """See `RunStore.claim_run`."""
         with self._lock:
             self._check_open()
             run = self._runs.get(run_id)
@@ -184,7 +127,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
         return claimed
 
     def mark_progress(self, run_id: str, epoch: int) -> None:
-        """See `Backend.mark_progress`."""
+        """See `RunStore.mark_progress`."""
         with self._lock:
             self._check_open()
             run = self._runs.get(run_id)
@@ -200,7 +143,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
         limit: int,
         lease: float,
     ) -> Sequence[Run]:
-        """See `Backend.claim_next`."""
+        """See `RunStore.claim_next`."""
         with self._lock:
             self._check_open()
             names = set(workflows)
@@ -214,7 +157,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
             return [self._claim(run, owner, lease, now, run.recoveries) for run in ready[:limit]]
 
     def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
-        """See `Backend.queued_workflows`."""
+        """See `RunStore.queued_workflows`."""
         with self._lock:
             self._check_open()
             wanted = set(queues)
@@ -233,7 +176,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
             return sorted({r.queue for r in self._runs.values() if r.status is RunStatus.QUEUED})
 
     def recoverable(self, *, host: str) -> Sequence[Run]:
-        """See `Backend.recoverable`."""
+        """See `RunStore.recoverable`."""
         with self._lock:
             self._check_open()
             now = self.now()
@@ -252,7 +195,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
             return [run for run in self._runs.values() if needs_owner(run)]
 
     def renew_leases(self, owner: str, lease: float) -> int:
-        """See `Backend.renew_leases`."""
+        """See `RunStore.renew_leases`."""
         with self._lock:
             self._check_open()
             until = self.now() + lease
@@ -264,7 +207,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
             return renewed
 
     def release_run(self, run_id: str, epoch: int) -> bool:
-        """See `Backend.release_run`."""
+        """See `RunStore.release_run`."""
         with self._lock:
             self._check_open()
             run = self._runs.get(run_id)
@@ -277,7 +220,7 @@ class MemoryBackend(WaitsMixin, InspectMixin):
         return True
 
     def cancel_run(self, run_id: str) -> Run | None:
-        """See `Backend.cancel_run`."""
+        """See `RunStore.cancel_run`."""
         changed: list[str] = []
         woken: list[tuple[str | None, str]] = []
         with self._lock:
@@ -322,49 +265,3 @@ class MemoryBackend(WaitsMixin, InspectMixin):
             result = self._runs[run_id]
         self._notify(changed)
         return result
-
-    def purge(self, *, finished_before: float, limit: int, dry_run: bool = False) -> int:
-        """See `Backend.purge`."""
-        if limit < 1:
-            raise ValueError(f"purge() deletes at least one run per batch; limit was {limit}.")
-        with self._lock:
-            self._check_open()
-
-            def relative(run: Run) -> Relative:
-                finished = run.finished_at if run.status.finished else None
-                return run.id, run.parent_id, finished is not None and finished < finished_before
-
-            children: dict[str, list[Run]] = {}
-            for run in self._runs.values():
-                if run.parent_id is not None:
-                    children.setdefault(run.parent_id, []).append(run)
-            oldest = sorted(
-                (run for run in self._runs.values() if relative(run)[2]),
-                key=lambda run: (run.created_at, run.id),
-            )
-            allowed = may_go(
-                [(run.id, run.parent_id) for run in oldest],
-                runs=lambda ids: [relative(self._runs[i]) for i in ids if i in self._runs],
-                children=lambda ids: [relative(c) for i in ids for c in children.get(i, ())],
-            )
-            going = [run.id for run in oldest if run.id in allowed][:limit]
-            if not dry_run:
-                for run_id in going:
-                    del self._runs[run_id]
-                    self._history.pop(run_id, None)
-                    self._events.pop(run_id, None)
-                gone = set(going)
-                self._actions = [a for a in self._actions if a.run_id not in gone]
-            return len(going)
-
-    def watch(self, topics: Sequence[str]) -> Watch:
-        """See `Backend.watch`. Only this process's changes are heard."""
-        return self._hub.watch(topics)
-
-    def close(self) -> None:
-        """Forget everything; further calls raise StorageError."""
-        with self._lock:
-            self._closed = True
-            self._runs.clear()
-            self._history.clear()
-        self._hub.notify_all()

@@ -1,0 +1,46 @@
+"""MemoryBackend: dictionaries behind one lock, with the same semantics as SQL.
+
+It is the reference implementation of the Backend contracts and what unit tests run
+on. It keeps nothing across processes. Its clock is injectable, so a virtual clock can
+drive lease expiry in tests. The class is assembled from one mixin per role of the
+storage seam: runs and leases (_runs.py), histories (_history.py), waits (_waits.py)
+and the operator's side (_inspection.py), on the shared state of _base.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from durable.backends._hub import Hub
+from durable.core.clock import SYSTEM_CLOCK, Clock
+
+from ._history import MemoryHistory
+from ._inspection import MemoryInspection
+from ._runs import MemoryRuns
+from ._waits import MemoryWaits
+
+__all__ = ["MemoryBackend"]
+
+
+class MemoryBackend(MemoryRuns, MemoryHistory, MemoryWaits, MemoryInspection):
+    """An in-process backend for tests and demos. Nothing survives the process."""
+
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._runs = {}
+        self._history = {}
+        self._events = {}
+        self._event_ids = itertools.count(1)
+        self._actions = []
+        self._closed = False
+        self._hub = Hub()
+
+    def close(self) -> None:
+        """Forget everything; further calls raise StorageError."""
+        with self._lock:
+            self._closed = True
+            self._runs.clear()
+            self._history.clear()
+        self._hub.notify_all()

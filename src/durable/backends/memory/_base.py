@@ -1,0 +1,42 @@
+"""What every role of `MemoryBackend` shares: its dictionaries behind one lock, its
+clock, and its in-process hub."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+from durable.backends._hub import Hub
+from durable.core.clock import Clock
+from durable.core.records import Action, Event, Run, Step
+from durable.errors import StorageError
+
+
+class MemoryBase:
+    """The state `MemoryBackend.__init__` sets up, and what every role does with it.
+
+    Every method of every role holds ``_lock`` while it reads or changes the state,
+    which makes each one atomic; hub notifications go out after the lock is released.
+    """
+
+    _clock: Clock
+    _lock: threading.Lock
+    _runs: dict[str, Run]
+    _history: dict[str, dict[int, Step]]
+    _events: dict[str, list[Event]]
+    _event_ids: itertools.count[int]
+    _actions: list[Action]
+    _closed: bool
+    _hub: Hub
+
+    def now(self) -> float:
+        """Return the injected clock's time (see `RunStore.now`)."""
+        return self._clock.now()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError("This MemoryBackend is closed.")
+
+    def _notify(self, topics: list[str]) -> None:
+        for topic in topics:
+            self._hub.notify(topic)

@@ -1,0 +1,51 @@
+"""The memory backend's histories: loading a run's steps and recording them.
+
+A mixin of `MemoryBackend` (it shares that class's lock and dictionaries, see
+`MemoryBase`); the reference for what `sql/_history.py` does with SQL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from durable.core.records import Step
+from durable.errors import LeaseLost
+
+from ._base import MemoryBase
+
+
+class MemoryHistory(MemoryBase):
+    """`HistoryStore` for `MemoryBackend` (see there for the contracts)."""
+
+    def load_history(self, run_id: str) -> Sequence[Step]:
+        """See `HistoryStore.load_history`."""
+        with self._lock:
+            self._check_open()
+            steps = self._history.get(run_id, {})
+            return [steps[p] for p in sorted(steps)]
+
+    def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
+        """See `HistoryStore.record`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(step.run_id)
+            if run is None or run.epoch != epoch:
+                raise LeaseLost(
+                    f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it.",
+                    run_id=step.run_id,
+                    epoch=epoch,
+                )
+            steps = self._history[step.run_id]
+            existing = steps.get(step.position)
+            if existing is not None and existing.status.finished:
+                return existing, run.cancel_requested
+            stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
+            # As in SQL (UPDATED_ON_RECORD): a retrying or waiting position written
+            # over keeps its first start.
+            steps[step.position] = (
+                stored
+                if existing is None
+                else dataclasses.replace(stored, started_at=existing.started_at)
+            )
+            return stored, run.cancel_requested
