@@ -1,21 +1,21 @@
-"""The Backend contracts of waiting, as executable checks (see `_conformance.py`).
+"""The Backend contracts of waiting (`WaitStore`), as executable checks (see
+`_conformance.py`).
 
-Suspending, waking, the inbox, and the races between them: a run deciding to wait
-while an event arrives, or while the run it waits for finishes, must never end up
+Suspending, waking, the inbox, watches, and the races between them: a run deciding to
+wait while an event arrives, or while the run it waits for finishes, must never end up
 waiting for something that has already happened.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
 
 from durable.core.records import RunStatus, Step, StepKind, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
-from ._conformance import OWNER, MakeBackend, _child, _get, _new, _opened, _race
+from ._conformance import FAR, OWNER, MakeBackend, _child, _get, _new, _opened, _queued, _race
 
-FAR = 3600.0
 #: Rounds of each race in check_no_lost_wake_ups.
 ROUNDS = 40
 
@@ -246,14 +246,22 @@ def check_wake_due_race(make: MakeBackend) -> None:
         assert sum(woken) == 40, f"40 runs were due; wake_due calls woke {woken}"
 
 
-WAIT_CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
-    check_suspend_and_wake_due,
-    check_due_run_is_claimable_and_recoverable,
-    check_send_and_consume,
-    check_send_errors_and_keys,
-    check_events_wake_waiting_runs,
-    check_finishing_child_wakes_parent,
-    check_cancel_waiting_run,
-    check_no_lost_wake_ups,
-    check_wake_due_race,
-)
+def check_watch_wakes_waiters(make: MakeBackend) -> None:
+    """A watch on run:<id> returns early when that run finishes, and queue:<name> on work."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        watch = backend.watch(["run:run-1"])
+        finisher = threading.Timer(
+            0.05, lambda: backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j1")
+        )
+        finisher.start()
+        started = time.monotonic()
+        watch.wait(5)
+        assert time.monotonic() - started < 2, "finishing the run must wake its watchers"
+        queue_watch = backend.watch(["queue:emails"])
+        backend.create_run(_queued("mail", queue="emails"))
+        started = time.monotonic()
+        assert queue_watch.wait(5), "a change made before the wait is not lost"
+        assert time.monotonic() - started < 0.5
+        # A watch may wake early (SQLite's poll): the finish must not outlive the backend.
+        finisher.join(5)

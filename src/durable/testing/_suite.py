@@ -4,14 +4,57 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._conformance import CORE_CHECKS, MakeBackend
-from ._conformance_inspect import INSPECT_CHECKS
-from ._conformance_purge import PURGE_CHECKS
-from ._conformance_waits import WAIT_CHECKS
+from . import _conformance_history as history
+from . import _conformance_inspection as inspection
+from . import _conformance_runs as runs
+from . import _conformance_waits as waits
+from ._conformance import MakeBackend
 
-#: Every check, in the order check_backend runs them.
+#: Every check, in the order check_backend runs them: the basics first, so that the
+#: first contract a backend breaks is named first.
 CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
-    CORE_CHECKS + WAIT_CHECKS + PURGE_CHECKS + INSPECT_CHECKS
+    runs.check_create_run_once,
+    runs.check_create_queued_run,
+    runs.check_get_run,
+    runs.check_create_race,
+    history.check_history_round_trip,
+    history.check_record_first_writer_wins,
+    history.check_record_retrying_then_finished,
+    history.check_record_is_fenced,
+    history.check_claim_fences_old_owner,
+    runs.check_finish_run,
+    runs.check_finish_failed,
+    runs.check_blocked_run_is_resumable,
+    runs.check_claim_respects_live_lease,
+    runs.check_claim_expired_lease,
+    runs.check_mark_progress,
+    runs.check_claim_queued_and_finished,
+    runs.check_claim_race,
+    runs.check_release_run,
+    runs.check_claim_next_order_and_filters,
+    runs.check_claim_next_race,
+    runs.check_cancel_tree,
+    waits.check_watch_wakes_waiters,
+    runs.check_renew_leases,
+    runs.check_recoverable,
+    runs.check_now,
+    waits.check_suspend_and_wake_due,
+    waits.check_due_run_is_claimable_and_recoverable,
+    waits.check_send_and_consume,
+    waits.check_send_errors_and_keys,
+    waits.check_events_wake_waiting_runs,
+    waits.check_finishing_child_wakes_parent,
+    waits.check_cancel_waiting_run,
+    waits.check_no_lost_wake_ups,
+    waits.check_wake_due_race,
+    inspection.check_purge_old_finished_runs,
+    inspection.check_purge_keeps_what_live_runs_need,
+    inspection.check_purge_batches,
+    inspection.check_purge_race,
+    inspection.check_list_runs_newest_first_with_filters,
+    inspection.check_outcomes_of_runs_and_tasks,
+    inspection.check_retry_reopens_failed_steps_and_queues,
+    inspection.check_actions_log,
 )
 
 

@@ -1,0 +1,88 @@
+"""The Backend contracts of histories (`HistoryStore`), as executable checks (see
+`_conformance.py`): steps load back as recorded, the first finished write of a
+position wins, and only the run's current owner may write."""
+
+from __future__ import annotations
+
+from durable.core.records import RunStatus, StepStatus
+from durable.errors import LeaseLost
+
+from ._conformance import OTHER, SHORT_LEASE, MakeBackend, _expire, _new, _opened, _step
+
+
+def check_history_round_trip(make: MakeBackend) -> None:
+    """Recorded steps load back in position order, bytes intact, separate per run."""
+    with _opened(make) as backend:
+        backend.create_run(_new("a"))
+        backend.create_run(_new("b"))
+        blob = bytes(range(256)) * 4096  # 1 MiB with every byte value, NULs included
+        for position in (2, 0, 1):
+            backend.record(_step("a", position), 1)
+        backend.record(_step("a", 3, output=blob, input=b"j[1]"), 1)
+        backend.record(_step("b", 0, output=b"jb"), 1)
+        history = list(backend.load_history("a"))
+        assert [s.position for s in history] == [0, 1, 2, 3]
+        assert history[3].output == blob and history[3].input == b"j[1]"
+        assert history[0] == _step("a", 0), f"a step must load back as stored: {history[0]}"
+        assert [s.output for s in backend.load_history("b")] == [b"jb"]
+        assert list(backend.load_history("missing")) == []
+
+
+def check_record_first_writer_wins(make: MakeBackend) -> None:
+    """A finished step is never changed; recording over it returns the stored one."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        first, _ = backend.record(_step("run-1", 0, output=b"jfirst"), 1)
+        assert first.output == b"jfirst"
+        second, _ = backend.record(_step("run-1", 0, output=b"jsecond"), 1)
+        assert second.output == b"jfirst", "a finished position must keep its first outcome"
+        failed, _ = backend.record(_step("run-1", 0, status=StepStatus.FAILED, error=b"jx"), 1)
+        assert failed.status is StepStatus.COMPLETED
+        assert [s.output for s in backend.load_history("run-1")] == [b"jfirst"]
+
+
+def check_record_retrying_then_finished(make: MakeBackend) -> None:
+    """A RETRYING step may be replaced by later attempts and by the final outcome."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        backend.record(_step("run-1", 0, status=StepStatus.RETRYING, error=b"je1", attempts=1), 1)
+        backend.record(_step("run-1", 0, status=StepStatus.RETRYING, error=b"je2", attempts=2), 1)
+        (step,) = backend.load_history("run-1")
+        assert step.status is StepStatus.RETRYING and step.attempts == 2 and step.error == b"je2"
+        backend.record(_step("run-1", 0, output=b"jok", attempts=3), 1)
+        (step,) = backend.load_history("run-1")
+        assert step.status is StepStatus.COMPLETED and step.attempts == 3
+        assert step.output == b"jok"
+
+
+def check_record_is_fenced(make: MakeBackend) -> None:
+    """record with a stale epoch, or for an unknown run, raises LeaseLost and writes nothing."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        for run_id, epoch in (("run-1", 2), ("run-1", 0), ("unknown", 1)):
+            try:
+                backend.record(_step(run_id, 0), epoch)
+            except LeaseLost as error:
+                assert error.run_id == run_id and error.epoch == epoch
+            else:
+                raise AssertionError(f"record({run_id!r}, epoch={epoch}) must raise LeaseLost")
+        assert list(backend.load_history("run-1")) == []
+
+
+def check_claim_fences_old_owner(make: MakeBackend) -> None:
+    """After another owner claims a run, the old owner can no longer record or finish."""
+    with _opened(make) as backend:
+        backend.create_run(_new(lease=SHORT_LEASE))
+        backend.record(_step("run-1", 0), 1)
+        _expire()
+        claimed = backend.claim_run("run-1", owner=OTHER, lease=30, epoch=1)
+        assert claimed is not None and claimed.epoch == 2
+        try:
+            backend.record(_step("run-1", 1), 1)
+        except LeaseLost:
+            pass
+        else:
+            raise AssertionError("the previous owner's record must be fenced off")
+        assert not backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j1")
+        assert backend.record(_step("run-1", 1, epoch=2), 2)[0].epoch == 2
+        assert [s.epoch for s in backend.load_history("run-1")] == [1, 2]
