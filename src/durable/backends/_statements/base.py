@@ -73,7 +73,6 @@ class Compiler:
     def __init__(self, dialect: sa.Dialect) -> None:
         self._dialect = dialect
         self.postgres = dialect.name == "postgresql"
-        self.channel = CHANNEL
         #: The database clock, in seconds since the epoch.
         self._now: sa.ColumnElement[float] = (
             sa.cast(sa.func.extract("epoch", sa.func.clock_timestamp()), sa.Double)
@@ -118,7 +117,7 @@ class Compiler:
         if not self.postgres:
             return returning
         changed = returning.cte("changed")
-        channel: sa.ColumnClause[Any] = sa.literal_column(f"'{self.channel}'")
+        channel: sa.ColumnClause[Any] = sa.literal_column(f"'{CHANNEL}'")
         return sa.select(
             *changed.c,
             sa.func.pg_notify(channel, changed.c.topic),

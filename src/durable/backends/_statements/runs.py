@@ -18,6 +18,7 @@ from durable.backends._schema import runs
 from .base import (
     BLOCKED,
     CANCELLED,
+    CHANNEL,
     FINISHED,
     QUEUED,
     RUNNING,
@@ -165,7 +166,7 @@ class RunStatements(Compiler):
             sa.select(sa.literal_column("'queue:'", sa.Text) + queued.c.queue),
         ).subquery()
         topic = topics.c[0]
-        channel: sa.ColumnClause[Any] = sa.literal_column(f"'{self.channel}'")
+        channel: sa.ColumnClause[Any] = sa.literal_column(f"'{CHANNEL}'")
         return self.compile(sa.select(topic, sa.func.pg_notify(channel, topic)))
 
     def _define_finish_many(self) -> None:
