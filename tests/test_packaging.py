@@ -6,6 +6,7 @@ import types
 from pathlib import Path
 
 import durable
+import durable.cli.main
 import durable.errors
 import durable.testing
 
@@ -100,3 +101,14 @@ def test_sqlalchemy_stays_in_the_backend_files() -> None:
         if "sqlalchemy" in path.read_text() and path.relative_to(root).as_posix() not in SQL_FILES
     ]
     assert offenders == []
+
+
+def test_installed_entry_points_resolve() -> None:
+    """The console script and the pytest plugin that pip installed load real code (CI
+    installs the package afresh, so this reads what a new user's pip would write)."""
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="durable")
+    (plugin,) = entry_points(group="pytest11", name="durable")
+    assert script.load() is durable.cli.main.main
+    assert hasattr(plugin.load(), "durable_env")

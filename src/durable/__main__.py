@@ -1,5 +1,5 @@
 """`python -m durable`: the command line."""
 
-from durable.cli import main
+from durable.cli.main import main
 
 raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The reference model of test_state_machine.py, and the views it is compared through.
 
-`Model` is the `Backend` contracts (src/durable/backends/_protocol.py) written as plain
+`Model` is the `Backend` contracts (src/durable/backends/_protocol/) written as plain
 Python over the observable state only. `observe` reads the same state from a real
 backend as a `Dump`: ids of events become their index in the run's inbox and times
 become settled facts (a lease is live or expired, a timer due or later), so that

@@ -20,7 +20,7 @@ from tests.e2e.workers_app import slow, storm
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 pytestmark = pytest.mark.e2e
 
-#: The console script pip installed next to this interpreter (`durable = durable.cli:main`).
+#: The console script pip installed next to this interpreter (`durable = durable.cli.main:main`).
 SCRIPT = Path(sys.executable).parent / "durable"
 
 

@@ -2,7 +2,7 @@
 
 A waiter must not busy-loop the database: on PostgreSQL it sleeps until LISTEN/NOTIFY
 says the run changed (re-reading at most once a second anyway), on SQLite it polls
-every 50 ms (`durable.backends.sql.SQLITE_POLL`). Here the run is executed by a
+every 50 ms (`durable.backends.sql._waits.SQLITE_POLL`). Here the run is executed by a
 `durable worker` process, so no in-process notification can help the waiter.
 """
 
