@@ -489,14 +489,18 @@ class Model:
         stopped: list[str] = []
         for member in sorted(tree):
             run = self.runs[member]
-            if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED):
+            if run.status is RunStatus.BLOCKED or (
+                run.status is RunStatus.QUEUED and not run.started
+            ):
+                # Never started (or cannot replay): nothing of its code is left to run.
                 self.runs[member] = dataclasses.replace(
                     run, status=RunStatus.CANCELLED, owner=None, lease=None, finished=True
                 )
                 stopped.append(member)
             elif run.status is RunStatus.RUNNING:
                 self.runs[member] = dataclasses.replace(run, cancel=True)
-            elif run.status is RunStatus.WAITING:
+            elif run.status in (RunStatus.WAITING, RunStatus.QUEUED):
+                # Started: queued with the request, so its code sees Cancelled.
                 self.runs[member] = dataclasses.replace(
                     run, status=RunStatus.QUEUED, cancel=True, wake=None, waiting_on=None
                 )

@@ -655,6 +655,29 @@ def test_cancel_reaches_a_parent_waiting_on_its_queued_child(
         assert child.status is RunStatus.CANCELLED, name
 
 
+def test_cancel_keeps_a_started_queued_run_queued_with_its_request(
+    open_backends: Callable[[], Backends],
+) -> None:
+    """A run that has started and is queued again (here: its timer was woken) is not
+    cancelled on the spot, twice over: it stays queued with the request, so its code
+    sees Cancelled and its finally blocks run. A never-started sibling is cancelled."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(OWNERS[0], None, None), parent_of_r2=None, queue="default", priority=0
+        ),
+        lambda m: m.suspend(run_id="r0", shift=0, timer="past", waiting="nothing", other="r0"),
+        lambda m: m.wake_due(limit=3),
+        lambda m: m.cancel(run_id="r0"),
+        lambda m: m.cancel(run_id="r0"),
+    )
+    for name, dump in dumps.items():
+        parent, child = dump.runs["r0"], dump.runs["r1"]
+        assert parent is not None and child is not None
+        assert (parent.status, parent.cancel) == (RunStatus.QUEUED, True), name
+        assert child.status is RunStatus.CANCELLED, name
+
+
 def test_recording_over_a_retrying_step_keeps_its_first_start(
     open_backends: Callable[[], Backends],
 ) -> None:

@@ -144,8 +144,9 @@ def get(run_id: str) -> Handle[Any]:
 def cancel(run_id: str) -> bool:
     """Cancel a run and every unfinished run below it (its children, theirs...).
 
-    A queued run never starts. A running one sees `Cancelled` raised at its next durable
-    call, so its ``finally`` blocks run (and may call tasks); it ends CANCELLED.
+    A run that never started is cancelled at once. One that has started (running,
+    waiting, or queued again) sees `Cancelled` raised in its code, so its ``finally``
+    blocks run (and may call tasks); it ends CANCELLED.
 
     Returns:
         True if the run is cancelled or will stop at its next durable call; False if it

@@ -121,9 +121,11 @@ class RunStore(Protocol):
     def cancel_run(self, run_id: str) -> Run | None:
         """Cancel a run and every unfinished run below it (children, grandchildren...).
 
-        QUEUED and BLOCKED runs become CANCELLED at once; RUNNING ones get
-        ``cancel_requested`` (their owner delivers it at the next durable call), and so
-        do WAITING ones, which are queued again to receive it.
+        Runs that never started (QUEUED, no ``started_at``) and BLOCKED ones become
+        CANCELLED at once. Every other unfinished run gets ``cancel_requested``, so
+        that its code sees `Cancelled` and its ``finally`` blocks run: RUNNING ones
+        from their owner, WAITING ones and QUEUED ones that have started (woken,
+        handed back) are queued to receive it.
         Finished runs are not touched. ``run:<id>`` is notified for each changed run.
         One transaction: the whole tree is changed, or none of it.
 

@@ -9,6 +9,7 @@ rule of waits.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -285,9 +286,9 @@ class RunStatements(Compiler):
         member = runs.alias("member")
 
         def in_tree(
-            *statuses: sa.ColumnElement[str], fresh: bool = False
+            test: Callable[[Any], sa.ColumnElement[bool]],
         ) -> list[sa.ColumnElement[bool]]:
-            """Runs of the tree in one of *statuses* (and not yet asked to stop: *fresh*).
+            """Runs of the tree that pass *test* (given the runs table's columns).
 
             The subquery walks the tree and tests each member, so that the UPDATE finds
             its rows by primary key (SQLite would otherwise read every run of that status
@@ -295,25 +296,39 @@ class RunStatements(Compiler):
             PostgreSQL re-checks a concurrently updated row against the outer WHERE
             only, so there the test is repeated.
             """
-            tests: list[sa.ColumnElement[bool]] = [member.c.status.in_(statuses)]
-            if fresh:
-                tests.append(member.c.cancel_requested == sa.literal_column("0"))
             ids = (
                 sa.select(member.c.id)
                 .select_from(tree.join(member, member.c.id == tree.c.id))
-                .where(*tests)
+                .where(test(member.c))
             )
             where: list[sa.ColumnElement[bool]] = [r.id.in_(ids.scalar_subquery())]
             if self.postgres:
-                where.append(r.status.in_(statuses))
-                if fresh:
-                    where.append(r.cancel_requested == sa.literal_column("0"))
+                where.append(test(r))
             return where
+
+        def never_started(c: Any) -> sa.ColumnElement[bool]:
+            # Blocked runs too: their code diverged from their history, so they cannot
+            # replay to a Cancelled; they end where they are.
+            return sa.or_(sa.and_(c.status == QUEUED, c.started_at.is_(None)), c.status == BLOCKED)
+
+        def to_deliver(c: Any) -> sa.ColumnElement[bool]:
+            # A run that has started must see Cancelled in its code, so that its finally
+            # blocks run: a waiting one, or a queued one (woken, handed back, or asked
+            # before) that has not been asked yet.
+            queued = sa.and_(
+                c.status == QUEUED,
+                c.started_at.is_not(None),
+                c.cancel_requested == sa.literal_column("0"),
+            )
+            return sa.or_(c.status == WAITING, queued)
+
+        def running(c: Any) -> sa.ColumnElement[bool]:
+            return sa.and_(c.status == RUNNING, c.cancel_requested == sa.literal_column("0"))
 
         self.cancel_now = self.compile(
             self._notifying(
                 sa.update(runs)
-                .where(*in_tree(QUEUED, BLOCKED))
+                .where(*in_tree(never_started))
                 .values(
                     status=CANCELLED,
                     lease_owner=sa.null(),
@@ -325,11 +340,12 @@ class RunStatements(Compiler):
                 r.parent_id,
             )
         )
-        # A waiting run is queued again, to receive Cancelled at the wait it sleeps in.
+        # A started run is queued (again) with the request, to receive Cancelled in
+        # its code: at the wait it sleeps in, or at its next durable call.
         self.cancel_waiting = self.compile(
             self._waking(
                 sa.update(runs)
-                .where(*in_tree(WAITING))
+                .where(*in_tree(to_deliver))
                 .values(
                     status=QUEUED,
                     cancel_requested=sa.literal_column("1"),
@@ -341,7 +357,7 @@ class RunStatements(Compiler):
         self.cancel_request = self.compile(
             self._notifying(
                 sa.update(runs)
-                .where(*in_tree(RUNNING, fresh=True))
+                .where(*in_tree(running))
                 .values(cancel_requested=sa.literal_column("1")),
                 self._run_topic(),
             )

@@ -234,7 +234,10 @@ class MemoryRuns(MemoryBase):
                 tree |= frontier
             for member in tree:
                 run = self._runs[member]
-                if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED):
+                started = run.started_at is not None
+                if run.status is RunStatus.BLOCKED or (
+                    run.status is RunStatus.QUEUED and not started
+                ):
                     self._runs[member] = dataclasses.replace(
                         run,
                         status=RunStatus.CANCELLED,
@@ -246,8 +249,11 @@ class MemoryRuns(MemoryBase):
                     woken.append((run.parent_id, f"run:{member}"))
                 elif run.status is RunStatus.RUNNING and not run.cancel_requested:
                     self._runs[member] = dataclasses.replace(run, cancel_requested=True)
-                elif run.status is RunStatus.WAITING:
-                    # Queued again, to receive Cancelled at the wait it sleeps in.
+                elif run.status is RunStatus.WAITING or (
+                    run.status is RunStatus.QUEUED and not run.cancel_requested
+                ):
+                    # Queued (again) with the request, to receive Cancelled in its code:
+                    # at the wait it sleeps in, or at its next durable call.
                     self._runs[member] = dataclasses.replace(
                         run,
                         status=RunStatus.QUEUED,
