@@ -17,7 +17,7 @@ from durable import Cancelled, RunStatus, StepKind
 from tests.e2e.checker import read_ledger
 from tests.e2e.harness import Children
 from tests.e2e.test_workers import stop_all, until
-from tests.e2e.worker_command_app import careful, guardian, patient
+from tests.e2e.worker_command_app import careful, guardian, patient, prudent
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("url", SQL, indirect=True)]
@@ -68,6 +68,65 @@ def test_a_running_workflow_sees_cancelled_and_cleans_up(
     assert bodies(children) == {("careful", 0): 1, ("careful", 2): 1}
     assert {entry.pid for entry in read_ledger(children.ledger)} == {worker.pid}
     stop_all(children, [worker])
+
+
+def test_a_cancel_during_the_last_task_still_runs_every_cleanup(
+    children: Children, engine: durable.Engine
+) -> None:
+    """Cancelled while inside the last task before ``return``: Cancelled is raised as
+    that task returns (its result recorded), so the cleanup tasks in ``except
+    Cancelled`` and in ``finally`` each run once; they used to meet the Cancelled
+    themselves, and neither ran."""
+    handle = durable.dispatch(prudent, id="prudent")
+    worker = start_worker(children, DURABLE_TEST_PAUSE="in-hold")
+    pid = children.wait_for_pause("in-hold")
+    assert handle.cancel() is True
+    children.release("in-hold", pid)
+    with pytest.raises(Cancelled):
+        handle.result(timeout=30)
+    assert handle.status() is RunStatus.CANCELLED
+    assert kinds(engine, "prudent") == [
+        StepKind.TASK,
+        StepKind.CANCEL,
+        StepKind.TASK,
+        StepKind.TASK,
+    ]
+    assert bodies(children) == {("prudent", 0): 1, ("prudent", 2): 1, ("prudent", 3): 1}
+    stop_all(children, [worker])
+
+
+@pytest.mark.parametrize("where", ["in-hold", "in-except"])
+def test_a_worker_killed_between_the_cancel_and_the_cleanup(
+    children: Children, engine: durable.Engine, where: str
+) -> None:
+    """SIGKILL after the cancel, before any cleanup: inside the task (its outcome not
+    recorded), or in the ``except Cancelled`` block (the delivery recorded). Another
+    worker takes the run over: no finished body runs again, each cleanup runs once."""
+    handle = durable.dispatch(prudent, id="prudent")
+    # A short lease, so that the survivor takes the run over soon after the kill.
+    victim = children.spawn(
+        ["-m", "durable", "worker", "tests.e2e.worker_command_app", "--db", children.url,
+         "--lease", "2"],
+        DURABLE_TEST_PAUSE="in-hold,in-except",
+    )  # fmt: skip
+    pid = children.wait_for_pause("in-hold")
+    assert handle.cancel() is True
+    if where == "in-except":
+        children.release("in-hold", pid)
+        assert children.wait_for_pause("in-except") == pid
+    children.kill(victim)
+    survivor = start_worker(children)
+    with pytest.raises(Cancelled):
+        handle.result(timeout=30)
+    assert handle.status() is RunStatus.CANCELLED
+    cleanups = {("prudent", 2): 1, ("prudent", 3): 1}
+    if where == "in-hold":  # the cancellation took the unfinished task's place
+        assert kinds(engine, "prudent") == [StepKind.CANCEL, StepKind.TASK, StepKind.TASK]
+        cleanups = {("prudent", 1): 1, ("prudent", 2): 1}
+    else:
+        assert kinds(engine, "prudent")[:2] == [StepKind.TASK, StepKind.CANCEL]
+    assert bodies(children) == {("prudent", 0): 1, **cleanups}
+    stop_all(children, [survivor])
 
 
 @pytest.mark.parametrize("kind", ["event", "sleep"])

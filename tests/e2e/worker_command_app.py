@@ -46,6 +46,22 @@ def careful() -> str:
 
 
 @workflow
+def prudent() -> str:
+    """Holds in a task and then has nothing left to call but its cleanup: one `tidy`
+    in ``except Cancelled`` (a compensation), one in ``finally``. Pauses at
+    ``in-except`` (workflow code, between the cancel and the cleanups)."""
+    try:
+        hold()
+        return "finished"
+    except durable.Cancelled:
+        pause_point("in-except")
+        tidy()
+        raise
+    finally:
+        tidy()
+
+
+@workflow
 def patient(kind: str) -> object:
     """Waits an hour, for an event (*kind* "event") or a timer ("sleep"); `tidy` in
     ``finally``."""

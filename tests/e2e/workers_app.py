@@ -6,8 +6,9 @@ checker can tell which body execution's result was recorded.
 
 Environment:
     DURABLE_TEST_LEDGER   the append-only ledger file
-    DURABLE_TEST_PAUSE    a pause point ("in-slow", ...) where the body waits for its
-                          marker file (DURABLE_TEST_MARKERS/<point>.<pid>) to vanish
+    DURABLE_TEST_PAUSE    pause points ("in-slow", ...; several separated by commas)
+                          where the body waits for its marker file
+                          (DURABLE_TEST_MARKERS/<point>.<pid>) to vanish
     DURABLE_TEST_STEP_MS  how long storm tasks take (default 5)
 """
 
@@ -37,7 +38,7 @@ def ledger() -> str:
 
 def pause_point(name: str) -> None:
     """Wait here while the test holds this process (see tests/e2e/harness.py)."""
-    if os.environ.get("DURABLE_TEST_PAUSE") != name:
+    if name not in os.environ.get("DURABLE_TEST_PAUSE", "").split(","):
         return
     marker = Path(os.environ["DURABLE_TEST_MARKERS"]) / f"{name}.{os.getpid()}"
     marker.touch()

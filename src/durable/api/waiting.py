@@ -72,7 +72,9 @@ def wait(
                 "workflow only. From application code, wait for the run instead: "
                 "wait(handle)."
             )
-        return waits.receive(context, what, seconds)
+        payload = waits.receive(context, what, seconds)
+        context.returned()
+        return payload
     if timeout is not None:
         raise TypeError("timeout= goes with wait(handle) or wait(event_name), not sleeps.")
     if (what is None) == (until is None):
@@ -92,6 +94,7 @@ def wait(
         deadline = now + (_seconds(what, "duration") or 0.0)
     if isinstance(context, RunContext):
         waits.sleep_until(context, deadline)
+        context.returned()
         return None
     if deadline > now:
         time.sleep(deadline - now)  # plain code (a task body, or the application)

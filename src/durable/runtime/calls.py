@@ -52,15 +52,15 @@ def parallel(context: RunContext, calls: Sequence[Call[Any]]) -> list[Any]:
 
 def _branch(context: RunContext, position: int, call: Call[Any]) -> Callable[[], Any]:
     if call.target.is_async:
-        return lambda: run_coroutine(step_async(context, position, call))
-    return lambda: step(context, position, call)
+        return lambda: run_coroutine(_settle_async(context, position, call))
+    return lambda: _settle(context, position, call)
 
 
 async def parallel_async(context: RunContext, calls: Sequence[Call[Any]]) -> list[Any]:
     """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
     first = context.allocate(len(calls))
     outcomes = await asyncio.gather(
-        *(step_async(context, first + i, c) for i, c in enumerate(calls)),
+        *(_settle_async(context, first + i, c) for i, c in enumerate(calls)),
         return_exceptions=True,
     )
     return _gather(context, outcomes)
@@ -68,6 +68,7 @@ async def parallel_async(context: RunContext, calls: Sequence[Call[Any]]) -> lis
 
 def _gather(context: RunContext, outcomes: Sequence[Any]) -> list[Any]:
     context.check()
+    context.returned()  # once for the group, after every branch: never by timing
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
@@ -75,7 +76,29 @@ def _gather(context: RunContext, outcomes: Sequence[Any]) -> list[Any]:
 
 
 def step(context: RunContext, position: int, call: Call[Any]) -> Any:
-    """Replay or run *call* at *position*, synchronously."""
+    """Replay or run *call* at *position*, synchronously; hand its outcome back."""
+    try:
+        value = _settle(context, position, call)
+    except Exception:
+        context.returned()  # a cancellation that came meanwhile outranks the failure
+        raise
+    context.returned()
+    return value
+
+
+async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """Replay or run *call* at *position*, awaiting async bodies on this loop."""
+    try:
+        value = await _settle_async(context, position, call)
+    except Exception:
+        context.returned()
+        raise
+    context.returned()
+    return value
+
+
+def _settle(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """The outcome of *call* at *position*: replayed, or run here and recorded."""
     found = context.frontier_for(position, call)
     if isinstance(found, Step):
         return context.replayed(found)
@@ -84,14 +107,14 @@ def step(context: RunContext, position: int, call: Call[Any]) -> Any:
     return children.run_child(context, found)
 
 
-async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
-    """Replay or run *call* at *position*, awaiting async bodies on this loop."""
+async def _settle_async(context: RunContext, position: int, call: Call[Any]) -> Any:
+    """`_settle` in an async workflow: async bodies on this loop, sync ones in a thread."""
     if not call.target.is_async:
         found = context.frontier_for(position, call)
         if isinstance(found, Step):
             return context.replayed(found)
         # A sync body would block the loop: run the whole step in a thread.
-        return await asyncio.to_thread(contextvars.Context().run, step, context, position, call)
+        return await asyncio.to_thread(contextvars.Context().run, _settle, context, position, call)
     if call.target.kind is _TASK:
         return await tasks.step_async(context, position, call)
     return await children.step_async(context, position, call)

@@ -16,9 +16,11 @@ Some conditions end an execution early, whatever the workflow code does:
 * a wait that is not over: `Suspend` (a BaseException) unwinds the workflow, and the
   run is stored WAITING until the wait is over; then it is replayed up to that wait.
 
-A cancellation request is delivered once, at the next durable call that has no
-outcome yet (a new call, or a wait or retry in progress), as `Cancelled`; the delivery
-point is recorded, so replay raises it at the same place.
+A cancellation request is delivered once, as `Cancelled`: by the durable call that was
+in flight when it arrived, once that call's outcome is recorded (`returned`), or else
+at the next durable call that has no outcome yet (a new call, or a wait or retry in
+progress). The delivery point is recorded, so replay raises it at the same place; the
+calls made after it (in ``finally``, in ``except Cancelled``) run normally.
 """
 
 from __future__ import annotations
@@ -47,8 +49,12 @@ from .host import Host
 from .loops import in_event_loop
 from .stops import Abandoned, Suspend
 
+#: the marker of a cancellation raised by a call that had no outcome yet (in its place).
 _CANCEL = "durable.cancel"
+#: ... and of one raised by a finished call as it returned (the position after it).
+_CANCEL_RETURN = "durable.cancel.on-return"
 _CANCEL_HASH = call_hash(StepKind.CANCEL, _CANCEL, {})
+_CANCEL_RETURN_HASH = call_hash(StepKind.CANCEL, _CANCEL_RETURN, {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,27 +110,43 @@ class RunContext:
         first = self.replay.allocate(count)
         recorded = self.replay.recorded(first)
         if recorded is not None and recorded.kind is StepKind.CANCEL:
-            self.cancel_delivered = True
-            raise Cancelled(self.run_id)
+            raise self._cancelled(None)
         unfinished = recorded is None or not recorded.status.finished
         if unfinished and self.cancel_requested and not self.cancel_delivered:
-            self.cancel_delivered = True
-            now = self.host.clock.now()
-            marker = Step(
-                run_id=self.run_id,
-                position=first,
-                kind=StepKind.CANCEL,
-                name=_CANCEL,
-                call_hash=_CANCEL_HASH,
-                status=StepStatus.COMPLETED,
-                output=b"jnull",
-                started_at=now,
-                finished_at=now,
-                epoch=self.epoch,
-            )
-            self.record(marker)
-            raise Cancelled(self.run_id)
+            raise self._cancelled(self._marker(first, _CANCEL, _CANCEL_HASH))
         return first
+
+    def returned(self) -> None:
+        """A durable call is handing its outcome to the workflow code: a cancellation
+        that arrived while it was in flight is raised here, where the workflow can still
+        react to it (its ``finally`` blocks, its ``except Cancelled``), rather than at
+        whatever durable call comes next, which may be the cleanup itself."""
+        if self.cancel_delivered or self.fatal is not None:
+            return
+        position = self.replay.next_position
+        recorded = self.replay.recorded(position)
+        if recorded is None:
+            if self.cancel_requested:
+                self.replay.allocate()
+                raise self._cancelled(self._marker(position, _CANCEL_RETURN, _CANCEL_RETURN_HASH))
+        elif recorded.kind is StepKind.CANCEL and recorded.name == _CANCEL_RETURN:
+            self.replay.allocate()
+            raise self._cancelled(None)
+
+    def _marker(self, position: int, name: str, digest: str) -> Step:
+        now = self.host.clock.now()
+        return Step(
+            run_id=self.run_id, position=position, kind=StepKind.CANCEL, name=name,
+            call_hash=digest, status=StepStatus.COMPLETED, output=b"jnull", started_at=now,
+            finished_at=now, epoch=self.epoch,
+        )  # fmt: skip
+
+    def _cancelled(self, marker: Step | None) -> Cancelled:
+        """Deliver the cancellation (recording *marker*, when it is new); return it."""
+        self.cancel_delivered = True
+        if marker is not None:
+            self.record(marker)
+        return Cancelled(self.run_id)
 
     def check(self) -> None:
         """Raise the fatal condition, if any: once set, no durable call may proceed."""
