@@ -8,8 +8,10 @@ with ``DURABLE_TEST_PAUSE=in-hold`` until the test deletes its marker file.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
+from datetime import timedelta
 from typing import Any
 
 import durable
@@ -129,3 +131,25 @@ def linger(seconds: float) -> float:
 def lasting(seconds: float) -> float:
     """Takes *seconds* in one task body."""
     return linger(seconds)
+
+
+# An async workflow gathering two branches of two steps each (issue 22's example): the
+# b-steps finish first, so live the branches finish in another order than they start.
+@task
+async def act(name: str) -> int:
+    ledger()
+    await asyncio.sleep(0.2 if name.startswith("a") else 0.02)
+    return {"a1": 1, "a2": 2, "b1": 30, "b2": 400}[name]
+
+
+async def _two_steps(first: str, second: str) -> int:
+    return await act(first) + await act(second)
+
+
+@workflow
+async def gathering() -> int:
+    """Two multi-step branches in ``asyncio.gather``, then a wait that suspends the run,
+    so it is replayed by the worker that takes it up again."""
+    parts = await asyncio.gather(_two_steps("a1", "a2"), _two_steps("b1", "b2"))
+    durable.wait(timedelta(seconds=1))
+    return sum(parts)

@@ -59,11 +59,17 @@ def _branch(context: RunContext, position: int, call: Call[Any]) -> Callable[[],
 async def parallel_async(context: RunContext, calls: Sequence[Call[Any]]) -> list[Any]:
     """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
     first = context.allocate(len(calls))
-    outcomes = await asyncio.gather(
-        *(_settle_async(context, first + i, c) for i, c in enumerate(calls)),
-        return_exceptions=True,
-    )
-    return _gather(context, outcomes)
+    turns = context.turns
+    turns.enter(first)  # the group hands back as one call, in the turn of its first
+    try:
+        outcomes = await asyncio.gather(
+            *(_settle_async(context, first + i, c) for i, c in enumerate(calls)),
+            return_exceptions=True,
+        )
+        await turns.wait(first)
+        return _gather(context, outcomes)
+    finally:
+        turns.leave(first)
 
 
 def _gather(context: RunContext, outcomes: Sequence[Any]) -> list[Any]:
@@ -87,14 +93,22 @@ def step(context: RunContext, position: int, call: Call[Any]) -> Any:
 
 
 async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
-    """Replay or run *call* at *position*, awaiting async bodies on this loop."""
+    """Replay or run *call* at *position*, awaiting async bodies on this loop; hand
+    its outcome back in its turn (`turns.py`), so replay allocates as the first run."""
+    turns = context.turns
+    turns.enter(position)
     try:
-        value = await _settle_async(context, position, call)
-    except Exception:
+        try:
+            value = await _settle_async(context, position, call)
+        except Exception:
+            await turns.wait(position)
+            context.returned()
+            raise
+        await turns.wait(position)
         context.returned()
-        raise
-    context.returned()
-    return value
+        return value
+    finally:
+        turns.leave(position)
 
 
 def _settle(context: RunContext, position: int, call: Call[Any]) -> Any:

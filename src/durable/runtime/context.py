@@ -48,6 +48,7 @@ from durable.errors import (
 from .host import Host
 from .loops import in_event_loop
 from .stops import Abandoned, Suspend
+from .turns import Turns
 
 #: the marker of a cancellation raised by a call that had no outcome yet (in its place).
 _CANCEL = "durable.cancel"
@@ -92,6 +93,8 @@ class RunContext:
         self.fatal: BaseException | None = None
         self.cancel_requested = run.cancel_requested
         self.cancel_delivered = False
+        #: the order in which async durable calls hand their outcomes back.
+        self.turns = Turns()
         #: called with the position of a durable call that has no recorded outcome, before
         #: it runs: `durable.testing.replay` stops there (it only checks the history).
         self.frontier: Callable[[int, str], None] | None = None
