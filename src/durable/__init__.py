@@ -8,7 +8,7 @@ then `ops`, `cli`, `web` and `testing`. See docs/architecture.md.
 
 from . import errors
 from .api.decorators import Task, Workflow, task, workflow
-from .api.execute import execute, execute_async
+from .api.execute import execute, execute_async, gather, gather_async
 from .api.handles import Handle, cancel, dispatch, get
 from .api.recorded import now, random, task_key, uuid4
 from .api.upkeep import purge, recover
@@ -53,6 +53,8 @@ __all__ = [
     "errors",
     "execute",
     "execute_async",
+    "gather",
+    "gather_async",
     "get",
     "get_engine",
     "now",

@@ -1,9 +1,9 @@
-"""`execute` and `execute_async`: run workflows and tasks durably, now."""
+"""`execute` and `gather` (and their async twins): run workflows and tasks durably, now."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar, overload
 
 from durable.core.functions import Call, Durable
@@ -129,3 +129,54 @@ async def execute_async(target: Any, /, *args: Any, id: str | None = None, **kwa
     if id is not None:
         raise TypeError("id= names one run; it cannot be combined with several calls.")
     return tuple(await asyncio.gather(*(engine.execute_call_async(c) for c in bound)))
+
+
+def _group(bound: Iterable[Call[T]]) -> list[Call[T]]:
+    try:
+        group = None if isinstance(bound, Call | Durable | str | bytes) else list(bound)
+    except TypeError:  # not iterable
+        group = None
+    if group is None or any(not isinstance(c, Call) for c in group):
+        raise TypeError(
+            "gather() takes one iterable of bound calls: gather(fn.bind(x) for x in xs). "
+            "To run one function with its arguments, use execute(fn, *args)."
+        )
+    return group
+
+
+def gather(bound: Iterable[Call[T]], /) -> list[T]:
+    """Run bound calls concurrently and return their results in order, as a list.
+
+    The form for fan-out whose size is known only at run time: it always returns a
+    list, of one result for one call, and ``[]`` for none (which records nothing).
+    ``execute(*calls)`` returns a bare value for one call and refuses none. Inside a
+    workflow the calls take consecutive positions, as with `execute`; if any fails,
+    every call still finishes and the first failure in order is raised.
+
+    Args:
+        bound: the calls, each made with ``fn.bind(...)``.
+
+    Raises:
+        TypeError: *calls* is not an iterable of bound calls (``fn.bind(...)``).
+    """
+    group = _group(bound)
+    if not group:
+        return []
+    context = current.get()
+    if isinstance(context, RunContext):
+        return calls.parallel(context, group)
+    engine = get_engine()
+    futures = [engine.branches.submit(_top_level(engine, call)) for call in group]
+    return [future.result() for future in futures]
+
+
+async def gather_async(bound: Iterable[Call[T]], /) -> list[T]:
+    """`gather` for async code: awaitable, async workflows and tasks on this loop."""
+    group = _group(bound)
+    if not group:
+        return []
+    context = current.get()
+    if isinstance(context, RunContext):
+        return await calls.parallel_async(context, group)
+    engine = get_engine()
+    return list(await asyncio.gather(*(engine.execute_call_async(c) for c in group)))
