@@ -10,11 +10,11 @@ from . import errors
 from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
 from .api.handles import Handle, cancel, dispatch, get
-from .api.recorded import now, random, task_key, uuid4
+from .api.recorded import info, now, random, task_key, uuid4
 from .api.upkeep import purge, recover
 from .api.waiting import send, wait
 from .core.functions import Call
-from .core.records import Run, RunStatus, Step, StepKind, StepStatus
+from .core.records import Run, RunInfo, RunStatus, Step, StepKind, StepStatus
 from .core.retry import RetryPolicy
 from .errors import (
     Cancelled,
@@ -39,6 +39,7 @@ __all__ = [
     "NondeterminismError",
     "RetryPolicy",
     "Run",
+    "RunInfo",
     "RunStatus",
     "SerializationError",
     "Step",
@@ -57,6 +58,7 @@ __all__ = [
     "gather_async",
     "get",
     "get_engine",
+    "info",
     "now",
     "purge",
     "random",

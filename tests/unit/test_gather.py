@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-import durable
 from durable import StepKind, execute, gather, gather_async, task, workflow
 from tests.unit.helpers import history
 

@@ -1,4 +1,4 @@
-"""Values recorded once inside a workflow (`now`, `uuid4`, `random`), and `task_key`.
+"""Values recorded once inside a workflow (`now`, `uuid4`, `random`), `task_key`, `info`.
 
 Inside a workflow each value is made the first time and replayed afterwards, so the
 workflow sees the same value on every replay; anywhere else they are plain calls.
@@ -12,7 +12,7 @@ import uuid as _uuid
 from collections.abc import Callable
 from typing import TypeVar
 
-from durable.core.records import StepKind
+from durable.core.records import RunInfo, StepKind
 from durable.errors import DurableError
 from durable.runtime.context import RunContext, TaskScope, current
 from durable.runtime.defaults import configured_clock
@@ -74,3 +74,23 @@ def task_key() -> str:
         "task_key() names a task's position in a run; call it inside a task body that a "
         "workflow is running."
     )
+
+
+def info() -> RunInfo | None:
+    """Where this code runs: the run's id, workflow and parent; in a task body also the
+    task, its position and the attempt. None in plain application code.
+
+    A task can report back to its own run with it (``send(info.run_id, ...)``), or name
+    the run in its logs, without parsing `task_key()`.
+    """
+    context = current.get()
+    if isinstance(context, TaskScope):
+        return RunInfo(
+            run_id=context.run_id, workflow=context.workflow, parent_id=context.parent_id,
+            task=context.task, position=context.position, attempt=context.attempt,
+        )  # fmt: skip
+    if isinstance(context, RunContext):
+        return RunInfo(
+            run_id=context.run_id, workflow=context.workflow, parent_id=context.parent_id
+        )
+    return None

@@ -198,3 +198,19 @@ class Action:
     at: float
     #: JSON text: what the action was given or changed.
     detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    """Where the code calling `durable.info()` runs: which run, and which task in it."""
+
+    #: the run's id, and the workflow (or task, for a task run on its own) it runs.
+    run_id: str
+    workflow: str
+    #: the run that started this one, for a child run.
+    parent_id: str | None
+    #: in a task body: the task's name, its position in the run, and the attempt (from
+    #: 1); None in workflow code.
+    task: str | None = None
+    position: int | None = None
+    attempt: int | None = None

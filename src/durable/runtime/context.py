@@ -65,6 +65,10 @@ class TaskScope:
     run_id: str
     position: int
     attempt: int
+    #: the task, and the run's workflow and parent (for `durable.info()`).
+    task: str = ""
+    workflow: str = ""
+    parent_id: str | None = None
 
 
 #: Where am I? The live run (inside a workflow body), a task scope (inside a task body,
@@ -86,6 +90,8 @@ class RunContext:
         #: the runs to hand back at their next durable call (a worker shutting down).
         self._draining = host.leases.draining
         self.run_id = run.id
+        self.workflow = run.workflow
+        self.parent_id = run.parent_id
         self.epoch = run.epoch
         self.queue = run.queue
         self.replay = Replay(run.id, history)

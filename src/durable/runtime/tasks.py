@@ -42,7 +42,7 @@ def run(context: RunContext, pending: Pending) -> Any:
     while True:
         if pending.due is not None:
             context.hold(pending.due)
-        token = current.set(TaskScope(context.run_id, pending.position, context.attempt(pending)))
+        token = current.set(_scope(context, pending))
         try:
             faults.hit("before_task", f"task:{task.name}")
             if task.is_async:
@@ -69,7 +69,7 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
                 await asyncio.sleep(left)
             elif left > 0:
                 raise context.suspend(pending.due, None)
-        token = current.set(TaskScope(context.run_id, pending.position, context.attempt(pending)))
+        token = current.set(_scope(context, pending))
         try:
             faults.hit("before_task", f"task:{task.name}")
             value = await task.fn(*pending.call.args, **pending.call.kwargs)
@@ -81,6 +81,14 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
         finally:
             current.reset(token)
         return context.succeeded(pending, value)
+
+
+def _scope(context: RunContext, pending: Pending) -> TaskScope:
+    """What a task body sees of where it runs (`task_key()`, `durable.info()`)."""
+    return TaskScope(
+        context.run_id, pending.position, context.attempt(pending), pending.call.target.name,
+        context.workflow, context.parent_id,
+    )  # fmt: skip
 
 
 def _failed_attempt(context: RunContext, pending: Pending, error: Exception) -> bool:
