@@ -67,6 +67,10 @@ def test_check_reports_runs_the_new_code_would_diverge_on(
     ok, position, message = found["sw-1"]
     assert (ok, position) == (False, 0)
     assert "step_a" in message and "step_b" in message
+    # Only inspected: nothing happened to the run, so the verdict says what would.
+    assert message.startswith("would block on resuming with this code: ")
+    assert "the run is blocked" not in message
+    assert durable.get("sw-1").status() is not RunStatus.BLOCKED
     assert found["ap-1"][0] is True
 
 

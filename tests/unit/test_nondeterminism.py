@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,6 +70,7 @@ def test_a_different_task_at_a_recorded_position_blocks_the_run() -> None:
     assert caught.value.run_id == "order-1" and caught.value.position == 0
     assert s.act.name in caught.value.recorded
     assert s.bodies == ["charge"], "no task body may run once the history diverges"
+    _the_advice_points_at_a_real_section(str(caught.value))
     stored = run("order-1")
     assert stored.status is RunStatus.BLOCKED
     assert [st.output for st in history("order-1")] == [b'j"charge:0"'], (
@@ -205,3 +208,13 @@ def test_recorded_errors_replay_as_the_same_type() -> None:
         execute(checkout, id="checkout")
     assert execute(checkout, id="checkout") == "sorry (402)"
     assert calls == ["pay", "apologise"]
+
+
+def _the_advice_points_at_a_real_section(message: str) -> None:
+    """The error sends the reader to a docs section: that page has that heading."""
+    found = re.search(r"see (docs/[\w/.-]+\.md), '([^']+)'", message)
+    assert found, f"no docs reference in: {message}"
+    page = Path(__file__).resolve().parents[2] / found.group(1)
+    headings = [line.lstrip("#").strip() for line in page.read_text().splitlines()
+                if line.startswith("#")]  # fmt: skip
+    assert found.group(2) in headings, f"{found.group(1)} has no section {found.group(2)!r}"

@@ -24,9 +24,10 @@ from .records import Step, StepKind
 
 _HOW_TO_FIX = (
     "Workflow code must make the same durable calls, with the same arguments, in the same "
-    "order every time it replays. Nothing was overwritten: the run is blocked and resumes "
-    "once the code matches its history again. Revert the change, or keep the old branch "
-    "for runs started before it (see docs/concepts/replay.md, 'Changing workflows')."
+    "order every time it replays. A run that meets this is blocked, with nothing "
+    "overwritten, and resumes once the code matches its history again. Revert the change, "
+    "or keep the old branch for runs started before it (see docs/concepts/replay.md, "
+    "'Changing workflows')."
 )
 
 

@@ -63,7 +63,9 @@ def check_run(engine: Engine, run: Run) -> dict[str, Any]:
     try:
         dry_replay(engine, target, run, history)
     except NondeterminismError as error:
-        result.update(ok=False, position=getattr(error, "position", None), message=str(error))
+        # Inspected only: nothing happened to the run; it would block on resuming.
+        message = f"would block on resuming with this code: {error}"
+        result.update(ok=False, position=getattr(error, "position", None), message=message)
     except DurableError as error:
         result.update(ok=False, message=str(error))
     else:
