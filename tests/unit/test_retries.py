@@ -63,6 +63,18 @@ def test_bad_policies_are_refused_with_the_reason() -> None:
         RetryPolicy.coerce({"backoff": "fibonacci"})
     with pytest.raises(ConfigurationError, match="Valid keys"):
         RetryPolicy.coerce({"tries": 3})
+    with pytest.raises(ConfigurationError, match=r"max_delay \(10s\) is below the initial"):
+        RetryPolicy.coerce({"initial": 3600, "max_delay": 10})
+
+
+def test_the_default_cap_follows_a_long_initial_delay() -> None:
+    """initial=3600 alone waits an hour (the 60 s default cap used to cut it silently);
+    a short initial delay is still capped at 60 s by default."""
+    hourly = RetryPolicy.coerce({"attempts": 3, "initial": 3600, "backoff": "constant"})
+    assert [hourly.delay(a) for a in (1, 2)] == [3600, 3600]
+    growing = RetryPolicy.coerce({"attempts": 3, "initial": 3600})
+    assert [growing.delay(a) for a in (1, 2)] == [3600, 3600]
+    assert [RetryPolicy(attempts=9, initial=8).delay(a) for a in (1, 3, 5)] == [8, 32, 60]
 
 
 def test_retries_until_success_and_records_each_attempt(clock: FakeClock) -> None:

@@ -11,6 +11,9 @@ from durable.errors import ConfigurationError, NonRetryable
 
 Backoff = Literal["constant", "linear", "exponential"]
 
+#: the default cap on a retry delay, in seconds (unless the initial delay is longer).
+DEFAULT_CAP = 60.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
@@ -21,7 +24,8 @@ class RetryPolicy:
         backoff: how the delay grows: ``constant`` (always *initial*), ``linear``
             (*initial* * attempt) or ``exponential`` (*initial* * 2^(attempt-1)).
         initial: the first delay in seconds.
-        max_delay: the cap on any delay, in seconds.
+        max_delay: the cap on any delay, in seconds. By default 60, or *initial* if that
+            is longer; one set below *initial* is an error.
         jitter: spread each delay uniformly over [delay/2, delay] so that many runs
             failing together do not retry together.
         retry_on: only these exception types are retried (default: any Exception).
@@ -31,7 +35,7 @@ class RetryPolicy:
     attempts: int = 1
     backoff: Backoff = "exponential"
     initial: float = 1.0
-    max_delay: float = 60.0
+    max_delay: float | None = None
     jitter: bool = False
     retry_on: tuple[type[BaseException], ...] = (Exception,)
     dont_retry_on: tuple[type[BaseException], ...] = ()
@@ -44,8 +48,14 @@ class RetryPolicy:
                 "retry backoff must be 'constant', 'linear' or 'exponential', "
                 f"got {self.backoff!r}."
             )
-        if self.initial < 0 or self.max_delay < 0:
+        if self.initial < 0 or (self.max_delay is not None and self.max_delay < 0):
             raise ConfigurationError("retry delays must not be negative.")
+        if self.max_delay is not None and self.max_delay < self.initial:
+            raise ConfigurationError(
+                f"retry max_delay ({self.max_delay:g}s) is below the initial delay "
+                f"({self.initial:g}s), so every delay would be cut to {self.max_delay:g}s. "
+                "Raise max_delay, or lower initial."
+            )
 
     @classmethod
     def coerce(cls, value: RetryPolicy | Mapping[str, Any] | int | None) -> RetryPolicy:
@@ -76,6 +86,11 @@ class RetryPolicy:
             return False
         return isinstance(error, self.retry_on)
 
+    @property
+    def cap(self) -> float:
+        """The longest delay: *max_delay*, or by default 60 s or *initial* if longer."""
+        return self.max_delay if self.max_delay is not None else max(DEFAULT_CAP, self.initial)
+
     def delay(self, attempt: int) -> float:
         """Seconds to wait after attempt number *attempt* (from 1) failed."""
         if self.backoff == "constant":
@@ -84,7 +99,7 @@ class RetryPolicy:
             base = self.initial * attempt
         else:
             base = self.initial * 2.0 ** min(attempt - 1, 60)
-        base = min(base, self.max_delay)
+        base = min(base, self.cap)
         if self.jitter:
             base = random.uniform(base / 2, base)
         return base
