@@ -129,6 +129,8 @@ def test_naive_datetimes_and_bad_arguments_are_refused(env: DurableEnv) -> None:
         wait("x", timeout="soon")  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="finite"):
         wait(float("inf"))
+    with pytest.raises(TypeError, match=r"one event name, not several \(\['a', 'b'\]\)"):
+        wait(["a", "b"], timeout=3)  # type: ignore[call-overload]
     with pytest.raises(DurableError, match="inside a workflow only"):
         wait("reviewed")
     with pytest.raises(ValueError, match="non-empty"):

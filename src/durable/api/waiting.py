@@ -57,6 +57,13 @@ def wait(
         TypeError, ValueError: the arguments do not name one kind of wait.
         DurableError: an event wait outside a workflow (only runs have inboxes).
     """
+    if isinstance(what, list | tuple | set | frozenset):
+        raise TypeError(
+            f"wait() takes one event name, not several ({sorted(map(str, what))!r}): "
+            "waiting for the first of several events is not supported. Wait for one name "
+            "and tell the cases apart by the payload, e.g. send(run, 'decision', "
+            "{'kind': 'approved'}) with wait('decision', timeout=...)."
+        )
     seconds = _seconds(timeout, "timeout")
     context = current.get()
     if isinstance(what, Handle):
