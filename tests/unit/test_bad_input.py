@@ -83,6 +83,39 @@ def test_duplicate_names_are_refused_at_decoration() -> None:
     assert isinstance(caught.value, ValueError)
 
 
+def test_methods_are_refused_at_decoration_with_what_to_do() -> None:
+    """@task / @workflow on a method would drop self: refused in the class body itself.
+    Functions nested in functions (not in a class) stay allowed."""
+    with pytest.raises(TypeError, match=r"not methods: .*Shop\.charge is defined in a class"):
+
+        class Shop:
+            @durable.task
+            def charge(self, amount: int) -> int:
+                return amount
+
+    with pytest.raises(TypeError, match="module-level @workflow function"):
+
+        class Flows:
+            @durable.workflow(name="flows.run")
+            def run(self) -> None: ...
+
+    with pytest.raises(TypeError, match="not methods"):
+
+        class Tools:
+            @durable.task
+            @staticmethod
+            def helper() -> None: ...
+
+    def outer() -> durable.Task[[], int]:
+        @durable.task(name="nested.inner.allowed")
+        def inner() -> int:
+            return 1
+
+        return inner
+
+    assert outer()() == 1
+
+
 def test_redecorating_the_same_definition_is_allowed() -> None:
     """The same definition seen twice (a factory called again, a reload) is not a duplicate."""
 

@@ -47,6 +47,10 @@ REFS_AT_7B8C3D1 = {
     "testing.MemoryBackend": "durable.backends.memory:MemoryBackend",
     "testing.VirtualClock": "durable.testing._env:VirtualClock",
 }
+#: classes exported since, named by their module's first name like their neighbours.
+REFS_ADDED = {
+    "RunInfo": "durable._records:RunInfo",
+}
 
 
 def exported_classes() -> dict[str, type]:
@@ -62,7 +66,7 @@ def exported_classes() -> dict[str, type]:
 def test_every_exported_class_keeps_its_stored_name() -> None:
     """A class that moves must be added to `FIRST_NAMES`, or rows naming it break."""
     refs = {name: class_ref(cls) for name, cls in exported_classes().items()}
-    assert refs == REFS_AT_7B8C3D1
+    assert refs == REFS_AT_7B8C3D1 | REFS_ADDED
 
 
 @pytest.mark.parametrize("name", sorted(REFS_AT_7B8C3D1))

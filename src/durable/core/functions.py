@@ -64,6 +64,7 @@ class Durable(Generic[P, R_co]):
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@{self.kind.value} decorates a function, not {fn!r}.")
+        _refuse_methods(fn, self.kind.value)
         self.fn = fn
         self.name: str = name or f"{fn.__module__}.{fn.__qualname__}"
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -111,3 +112,17 @@ def _plain_positional(signature: inspect.Signature) -> tuple[tuple[str, ...] | N
         if parameter.default is parameter.empty:
             required = len(names)
     return tuple(names), required
+
+
+def _refuse_methods(fn: Callable[..., Any], kind: str) -> None:
+    """A function defined in a class body would be called without its instance."""
+    qualname = getattr(fn, "__qualname__", "")
+    parts = qualname.split(".")
+    if isinstance(fn, staticmethod | classmethod) or (len(parts) > 1 and parts[-2] != "<locals>"):
+        where = qualname or repr(fn)
+        raise TypeError(
+            f"@{kind} decorates module-level functions, not methods: {where} is defined in "
+            "a class body, and its instance (self) would be neither passed nor stored. Move "
+            f"the body to a module-level @{kind} function that takes what it needs as "
+            "arguments, and call that from the method."
+        )
