@@ -67,13 +67,13 @@ def test_bad_policies_are_refused_with_the_reason() -> None:
         RetryPolicy.coerce({"initial": 3600, "max_delay": 10})
 
 
-def test_the_default_cap_follows_a_long_initial_delay() -> None:
-    """initial=3600 alone waits an hour (the 60 s default cap used to cut it silently);
-    a short initial delay is still capped at 60 s by default."""
-    hourly = RetryPolicy.coerce({"attempts": 3, "initial": 3600, "backoff": "constant"})
-    assert [hourly.delay(a) for a in (1, 2)] == [3600, 3600]
-    growing = RetryPolicy.coerce({"attempts": 3, "initial": 3600})
-    assert [growing.delay(a) for a in (1, 2)] == [3600, 3600]
+def test_an_initial_delay_above_the_default_cap_is_refused() -> None:
+    """initial=3600 alone used to wait 60 s (the default max_delay cut it, silently);
+    now it is refused, naming the default and the fix; with max_delay it waits."""
+    with pytest.raises(ConfigurationError, match=r"\(60s \(the default\)\).*max_delay=3600"):
+        RetryPolicy.coerce({"attempts": 3, "initial": 3600})
+    hourly = RetryPolicy.coerce({"attempts": 3, "initial": 3600, "max_delay": 7200})
+    assert [hourly.delay(a) for a in (1, 2)] == [3600, 7200]
     assert [RetryPolicy(attempts=9, initial=8).delay(a) for a in (1, 3, 5)] == [8, 32, 60]
 
 

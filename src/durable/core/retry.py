@@ -11,7 +11,7 @@ from durable.errors import ConfigurationError, NonRetryable
 
 Backoff = Literal["constant", "linear", "exponential"]
 
-#: the default cap on a retry delay, in seconds (unless the initial delay is longer).
+#: the default cap on a retry delay, in seconds.
 DEFAULT_CAP = 60.0
 
 
@@ -24,8 +24,7 @@ class RetryPolicy:
         backoff: how the delay grows: ``constant`` (always *initial*), ``linear``
             (*initial* * attempt) or ``exponential`` (*initial* * 2^(attempt-1)).
         initial: the first delay in seconds.
-        max_delay: the cap on any delay, in seconds. By default 60, or *initial* if that
-            is longer; one set below *initial* is an error.
+        max_delay: the cap on any delay, in seconds; it must not be below *initial*.
         jitter: spread each delay uniformly over [delay/2, delay] so that many runs
             failing together do not retry together.
         retry_on: only these exception types are retried (default: any Exception).
@@ -35,7 +34,7 @@ class RetryPolicy:
     attempts: int = 1
     backoff: Backoff = "exponential"
     initial: float = 1.0
-    max_delay: float | None = None
+    max_delay: float = 60.0  # a field's default is part of call hashes: keep it
     jitter: bool = False
     retry_on: tuple[type[BaseException], ...] = (Exception,)
     dont_retry_on: tuple[type[BaseException], ...] = ()
@@ -48,13 +47,14 @@ class RetryPolicy:
                 "retry backoff must be 'constant', 'linear' or 'exponential', "
                 f"got {self.backoff!r}."
             )
-        if self.initial < 0 or (self.max_delay is not None and self.max_delay < 0):
+        if self.initial < 0 or self.max_delay < 0:
             raise ConfigurationError("retry delays must not be negative.")
-        if self.max_delay is not None and self.max_delay < self.initial:
+        if self.max_delay < self.initial:
+            default = " (the default)" if self.max_delay == DEFAULT_CAP else ""
             raise ConfigurationError(
-                f"retry max_delay ({self.max_delay:g}s) is below the initial delay "
+                f"retry max_delay ({self.max_delay:g}s{default}) is below the initial delay "
                 f"({self.initial:g}s), so every delay would be cut to {self.max_delay:g}s. "
-                "Raise max_delay, or lower initial."
+                f"Pass max_delay={self.initial:g} or more, or lower initial."
             )
 
     @classmethod
@@ -86,11 +86,6 @@ class RetryPolicy:
             return False
         return isinstance(error, self.retry_on)
 
-    @property
-    def cap(self) -> float:
-        """The longest delay: *max_delay*, or by default 60 s or *initial* if longer."""
-        return self.max_delay if self.max_delay is not None else max(DEFAULT_CAP, self.initial)
-
     def delay(self, attempt: int) -> float:
         """Seconds to wait after attempt number *attempt* (from 1) failed."""
         if self.backoff == "constant":
@@ -99,7 +94,7 @@ class RetryPolicy:
             base = self.initial * attempt
         else:
             base = self.initial * 2.0 ** min(attempt - 1, 60)
-        base = min(base, self.cap)
+        base = min(base, self.max_delay)
         if self.jitter:
             base = random.uniform(base / 2, base)
         return base
