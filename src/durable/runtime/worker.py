@@ -112,6 +112,9 @@ class Worker:
         self._stopping.set()
         with self._slots:
             self._slots.notify_all()
+            # Hand back at their next durable call, not once the claim loop has noticed:
+            # that may take a poll, long enough for a run to start its next task here.
+            self.engine.leases.draining.update(self._active)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         with self._slots:
@@ -250,6 +253,8 @@ class Worker:
     def _start(self, run: Run) -> None:
         with self._slots:
             self._active[run.id] = run.epoch
+            if self._stopping.is_set():  # claimed as the stop came: hand it back at once
+                self.engine.leases.draining.add(run.id)
         self._pool.submit(self._execute, run)
 
     def _execute(self, run: Run) -> None:
