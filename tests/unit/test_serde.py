@@ -9,6 +9,7 @@ import datetime as dt
 import decimal
 import enum
 import errno
+import ipaddress
 import json
 import math
 import pickle
@@ -120,6 +121,29 @@ class Person(pydantic.BaseModel):
     address: Address
     scores: tuple[int, ...] = ()
     tags: set[str] = set()
+
+
+class Host(pydantic.BaseModel):
+    """Fields pydantic writes as JSON but durable has no tag for."""
+
+    ip: ipaddress.IPv4Address
+    net: ipaddress.IPv4Network
+    seen: dt.datetime
+
+
+class Opaque:
+    """Neither JSON nor a tag: only Python mode (and pickle) can hold it."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+class Holder(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    thing: Opaque
 
 
 class Point:
@@ -453,6 +477,36 @@ def test_pydantic_models_round_trip() -> None:
     assert type(loaded.scores) is tuple
 
 
+def test_pydantic_models_use_their_own_json_mode() -> None:
+    """A field pydantic writes as JSON (an IPv4Address) needs no pickle: the model is
+    stored in its JSON mode and read back by model_validate_json."""
+    value = Host(
+        ip=ipaddress.IPv4Address("10.0.0.7"),
+        net=ipaddress.IPv4Network("10.0.0.0/24"),
+        seen=dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC),
+    )
+    data = dumps(value, allow_pickle=False, where="v")
+    assert b'"json":{"ip":"10.0.0.7","net":"10.0.0.0/24"' in data
+    assert loads(data, allow_pickle=False) == value
+
+
+def test_pydantic_payloads_of_the_python_mode_still_load() -> None:
+    """Models stored before (Python mode, durable's tags) load as they did."""
+    old = (
+        b'j{"$durable":"pydantic","cls":"' + HERE.encode() + b':Address",'
+        b'"v":{"city":"Paris","zip_code":"75001"}}'
+    )
+    assert loads(old, allow_pickle=False) == Address(city="Paris", zip_code="75001")
+
+
+def test_a_model_json_cannot_write_falls_back_to_its_python_mode() -> None:
+    """An arbitrary type in a field: Python mode, which pickles it when allowed."""
+    value = Holder(thing=Opaque())
+    assert roundtrip(value, allow_pickle=True) == value
+    with pytest.raises(SerializationError):
+        dumps(value, allow_pickle=False, where="v")
+
+
 # A recursive strategy over everything the tags express (no pickles).
 _hashable_leaves = (
     st.none()
@@ -677,6 +731,7 @@ CORRUPT = {
     "function-as-dataclass": b'j{"$durable":"dataclass","cls":"os:system","v":{}}',
     "function-as-enum": b'j{"$durable":"enum","cls":"os:system","v":"echo hi"}',
     "function-as-model": b'j{"$durable":"pydantic","cls":"os:system","v":{}}',
+    "bad-model-json": b'j{"$durable":"pydantic","cls":"' + HERE.encode() + b':Host","json":{}}',
     "no-colon-ref": b'j{"$durable":"dataclass","cls":"os","v":{}}',
     "unknown-tag": b'j{"$durable":"nonsense","v":1}',
     "unhashable-tag": b'j{"$durable":[1],"v":1}',

@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import json
 import math
 import uuid
 import zoneinfo
@@ -71,6 +72,13 @@ def _decode_dataclass(dec: Decoder, node: dict[str, Any]) -> Any:
     return obj
 
 
+def _decode_pydantic(dec: Decoder, node: dict[str, Any]) -> Any:
+    cls: Any = resolve_class(node["cls"], _is_pydantic_type, "a pydantic model")
+    if "json" in node:  # written in the model's JSON mode
+        return cls.model_validate_json(json.dumps(node["json"]))
+    return cls.model_validate(dec.decode(node["v"]))  # its Python mode, durable's tags
+
+
 def _decode_clock(cls: type[dt.datetime] | type[dt.time], node: dict[str, Any]) -> Any:
     value = cls.fromisoformat(node["v"])
     if "tz" in node:  # the same wall time, in its zone again
@@ -106,8 +114,6 @@ _DECODERS: dict[str, Callable[[Decoder, dict[str, Any]], Any]] = {
         d.decode(n["v"])
     ),
     "dataclass": _decode_dataclass,
-    "pydantic": lambda d, n: resolve_class(  # type: ignore[attr-defined]
-        n["cls"], _is_pydantic_type, "a pydantic model"
-    ).model_validate(d.decode(n["v"])),
+    "pydantic": _decode_pydantic,
     "pickle": lambda d, n: d.unpickle(n),
 }

@@ -154,7 +154,12 @@ class Encoder:
             ref = importable_ref(t)
             if ref is None:
                 return self._pickle(value, _not_importable(t))
-            return {TAG: "pydantic", "cls": ref, "v": self.encode(value.model_dump())}
+            try:
+                # The model's own JSON: every field pydantic can write (an IPv4Address),
+                # read back by model_validate_json, as pydantic round-trips it.
+                return {TAG: "pydantic", "cls": ref, "json": value.model_dump(mode="json")}
+            except Exception:  # a field only Python mode can give: durable's own tags
+                return {TAG: "pydantic", "cls": ref, "v": self.encode(value.model_dump())}
         return self._pickle(value)
 
     def _dataclass_state(self, value: Any) -> dict[str, Any]:
