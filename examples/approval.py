@@ -19,7 +19,7 @@ import time
 from datetime import timedelta
 
 import durable
-from durable import execute, send, task, wait, workflow
+from durable import WaitTimeout, execute, send, task, wait, workflow
 
 
 @task
@@ -35,8 +35,9 @@ def escalate(doc_id: str) -> None:
 @workflow
 def approval(doc_id: str) -> str:
     request_review(doc_id)
-    answer = wait("reviewed", timeout=timedelta(seconds=3))  # the payload, or None
-    if answer is None:
+    try:
+        answer = wait("reviewed", timeout=timedelta(seconds=3))  # the event's payload
+    except WaitTimeout:  # nobody answered in time (recorded: replay takes this branch)
         escalate(doc_id)
         return "escalated"
     return str(answer["verdict"])

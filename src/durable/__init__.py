@@ -23,6 +23,7 @@ from .errors import (
     NondeterminismError,
     NonRetryable,
     SerializationError,
+    WaitTimeout,
 )
 from .runtime.defaults import configure, get_engine
 from .runtime.engine import Engine
@@ -46,6 +47,7 @@ __all__ = [
     "StepKind",
     "StepStatus",
     "Task",
+    "WaitTimeout",
     "Worker",
     "Workflow",
     "cancel",

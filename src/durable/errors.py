@@ -226,10 +226,12 @@ class RunDead(DurableError):
 
 
 class WaitTimeout(DurableError, TimeoutError):
-    """The run did not finish within the time waited. It goes on; wait again later.
+    """The wait's timeout passed first: the run waited for did not finish (it goes on;
+    wait again later), or no event of the name waited for arrived.
 
     Attributes:
-        run_id: the run waited for.
+        run_id: the run waited for; for an event, the run that waited.
+        event: the event name, for an event wait (absent otherwise).
     """
 
     run_id: str

@@ -150,8 +150,9 @@ def test_a_sleep_outside_a_workflow_just_sleeps() -> None:
 @workflow
 def approval(doc: str) -> str:
     note(f"review {doc}")
-    answer = wait("reviewed", timeout=3 * DAY)
-    if answer is None:
+    try:
+        answer = wait("reviewed", timeout=3 * DAY)
+    except WaitTimeout:
         note(f"escalate {doc}")
         wait(12 * HOUR)
         return "escalated"
@@ -167,6 +168,27 @@ def test_the_issue_example_escalates_after_three_days(env: DurableEnv) -> None:
     assert env.history(handle.id).kinds() == ["task", "event", "task", "sleep"]
     timed_out = env.history(handle.id)[1]
     assert timed_out.input == b'j{"timed_out":true}' and timed_out.output == b"jnull"
+
+
+def test_an_event_without_a_payload_is_not_a_timeout(env: DurableEnv) -> None:
+    """send(run, "complete") carries None: the wait returns None, it does not time out;
+    a timeout raises WaitTimeout, naming the run and the event."""
+
+    @workflow
+    def signalled() -> str:
+        try:
+            payload = wait("complete", timeout=DAY)
+        except WaitTimeout as late:
+            return f"timed out: {late.event} for {late.run_id}"
+        return f"completed with {payload!r}"
+
+    handle = env.dispatch(signalled, id="sig-1")
+    env.advance(HOUR)
+    env.send(handle.id, "complete")
+    assert handle.result() == "completed with None"
+    quiet = env.dispatch(signalled, id="sig-2")
+    env.advance(DAY)
+    assert quiet.result() == "timed out: complete for sig-2"
 
 
 def test_an_event_wakes_the_waiting_run_with_its_payload(env: DurableEnv) -> None:
@@ -235,9 +257,12 @@ def test_a_recorded_timeout_replays_as_a_timeout_even_if_the_event_came(
 
     @workflow
     def impatient(run_id: str) -> str:
-        answer = wait("answer", timeout=HOUR)
-        die_once(run_id)
-        return "timed out" if answer is None else f"got {answer}"
+        try:
+            answer = wait("answer", timeout=HOUR)
+        except WaitTimeout:
+            die_once(run_id)
+            return "timed out"
+        return f"got {answer}"
 
     handle = env.dispatch(impatient, "impatient-1", id="impatient-1")
     env.advance(HOUR)

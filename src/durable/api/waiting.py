@@ -42,9 +42,9 @@ def wait(
     * ``wait(timedelta(hours=12))`` or ``wait(3600)``: a durable sleep.
     * ``wait(until=aware_datetime)``: sleep until that moment.
     * ``wait("reviewed", timeout=timedelta(days=3))``: the payload of the next event
-      named ``"reviewed"`` sent to this run (see `send`), or None if *timeout* passes
-      first. Events sent before the wait is reached wait in the run's inbox; each is
-      consumed by one wait, oldest first.
+      named ``"reviewed"`` sent to this run (see `send`), whatever it is (``None``
+      included); `WaitTimeout` if *timeout* passes first. Events sent before the wait
+      is reached wait in the run's inbox; each is consumed by one wait, oldest first.
 
     Inside a workflow each wait is recorded: its deadline the first time it runs, and
     how it ended, so replay takes the same branch. A wait that is not over suspends
@@ -53,7 +53,8 @@ def wait(
     blocks the calling thread and ``wait(handle)`` blocks until the run finishes.
 
     Raises:
-        WaitTimeout: waiting for a run that did not finish within *timeout*.
+        WaitTimeout: waiting for a run that did not finish, or for an event that did
+            not arrive, within *timeout* (recorded: replay raises it again).
         TypeError, ValueError: the arguments do not name one kind of wait.
         DurableError: an event wait outside a workflow (only runs have inboxes).
     """
@@ -79,7 +80,11 @@ def wait(
                 "workflow only. From application code, wait for the run instead: "
                 "wait(handle)."
             )
-        payload = waits.receive(context, what, seconds)
+        try:
+            payload = waits.receive(context, what, seconds)
+        except Exception:
+            context.returned()
+            raise
         context.returned()
         return payload
     if timeout is not None:

@@ -72,7 +72,7 @@ class StepKind(StrEnum):
     JOIN = "join"
     #: a durable sleep, for a duration or until a moment.
     SLEEP = "sleep"
-    #: waiting for an event sent to the run; the outcome is its payload, or None.
+    #: waiting for an event sent to the run; the outcome is its payload, or a timeout.
     EVENT = "event"
     #: an event sent from inside a workflow.
     SEND = "send"

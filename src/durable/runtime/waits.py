@@ -8,8 +8,9 @@ run is queued, claimed and replayed up to the wait, which then records how it en
 
 * a sleep: COMPLETED at its deadline;
 * an event wait: the event it consumed (its id as input, its payload as output), or
-  that it timed out (output null). Replay takes the same branch even if an event
-  arrives after the timeout was recorded: that event stays in the inbox;
+  that it timed out (input ``{"timed_out": true}``, raised as `WaitTimeout`, so that no
+  payload, ``None`` included, reads as a timeout). Replay takes the same branch even if
+  an event arrives after the timeout was recorded: that event stays in the inbox;
 * a wait for a run: that run's outcome, or `WaitTimeout`.
 
 A send from a workflow is keyed by its position (``<run>:<position>``), so replaying
@@ -32,6 +33,7 @@ SLEEP = "durable.sleep"
 JOIN = "durable.wait"
 _SLEEP_HASH = call_hash(StepKind.SLEEP, SLEEP, {})
 _NULL = b"jnull"
+_TIMED_OUT = b'j{"timed_out":true}'
 
 
 def _waiting(context: RunContext, position: int, kind: StepKind, name: str, digest: str) -> Step:
@@ -86,26 +88,39 @@ def sleep_until(context: RunContext, deadline: float) -> None:
 
 
 def receive(context: RunContext, name: str, timeout: float | None) -> Any:
-    """Wait for the next event *name* sent to this run; its payload, or None on timeout."""
+    """Wait for the next event *name* sent to this run; its payload, or `WaitTimeout`."""
     position = context.allocate()
     digest = call_hash(StepKind.EVENT, name, {})
     recorded = context.decide(position, StepKind.EVENT, name, digest)
     if recorded is not None and recorded.status.finished:
-        return context.replayed(recorded)
+        return _received(context, recorded)
     host = context.host
     started = recorded or _waiting(context, position, StepKind.EVENT, name, digest)
     taken = _consume(context, _ended(context, started), name)
     if taken is not None:
-        return context.replayed(taken)
+        return _received(context, taken)
     now = host.clock.now()
     deadline = started.wake_at if recorded else None if timeout is None else now + timeout
     if deadline is not None and deadline <= now:
-        timed_out = _ended(context, started, output=_NULL, input=b'j{"timed_out":true}')
-        return context.replayed(context.record(timed_out))
+        timed_out = _ended(context, started, output=_NULL, input=_TIMED_OUT)
+        return _received(context, context.record(timed_out))
     if recorded is None:
         preview = host.preview({"timeout": timeout})
         context.record(dataclasses.replace(started, wake_at=deadline, input=preview))
     raise context.suspend(deadline, f"event:{name}")
+
+
+def _received(context: RunContext, step: Step) -> Any:
+    """The payload an event wait got, or `WaitTimeout` if it timed out (recorded so)."""
+    if step.input == _TIMED_OUT and step.status is StepStatus.COMPLETED:
+        began, deadline = step.started_at, step.wake_at
+        when = "its timeout" if began is None or deadline is None else f"{deadline - began:g} s"
+        raise WaitTimeout(
+            f"Run {context.run_id!r}: no event {step.name!r} arrived within {when}.",
+            run_id=context.run_id,
+            event=step.name,
+        )
+    return context.replayed(step)
 
 
 def _consume(context: RunContext, step: Step, name: str) -> Step | None:
