@@ -91,6 +91,14 @@ def approval(doc: str) -> object:
 
 
 @workflow
+def quiet_approval() -> str:
+    try:
+        return f"reviewed with {wait('reviewed', timeout=dt.timedelta(days=3))}"
+    except durable.WaitTimeout:
+        return "timed out"
+
+
+@workflow
 def parent_of_checkout(order: Order) -> float:
     return execute(checkout, order)
 
@@ -170,6 +178,25 @@ def test_waiting_runs_say_what_they_wait_for(env: DurableEnv, ops: Operations) -
     assert run["waiting"]["kind"] == "event"
     assert run["waiting"]["event"] == "reviewed"
     assert run["waiting"]["until"] is not None, "the timeout is the deadline"
+
+
+def test_history_tells_a_null_payload_from_a_timeout(env: DurableEnv, ops: Operations) -> None:
+    """`durable history`: an event consumed with no payload shows null, not the wait's
+    deadline; a timed-out wait says it timed out."""
+    from durable.cli.runs import STEP_COLUMNS
+
+    def result_of(run_id: str) -> str:
+        (event,) = [s for s in ops.history(run_id) if s["kind"] == "event"]
+        return STEP_COLUMNS[-1].show(event)
+
+    answered = env.dispatch(quiet_approval, id="qa-1")
+    env.send(answered.id, "reviewed")
+    assert answered.result() == "reviewed with None"
+    assert result_of("qa-1") == "null"
+    ignored = env.dispatch(quiet_approval, id="qa-2")
+    env.advance(dt.timedelta(days=3))
+    assert ignored.result() == "timed out"
+    assert result_of("qa-2") == "timed out (WaitTimeout)"
 
 
 def test_send_resumes_a_waiting_run_and_records_who(env: DurableEnv, ops: Operations) -> None:

@@ -69,6 +69,11 @@ RUN_COLUMNS = (
 def _step_result(step: Mapping[str, Any]) -> str:
     if step.get("error"):
         return error_line(step["error"])
+    if step.get("kind") == "event" and step.get("status") == "completed":
+        # A consumed event shows its payload, null included; a timeout says so.
+        if step.get("input") == {"timed_out": True}:
+            return "timed out (WaitTimeout)"
+        return compact(step.get("output"))
     if step.get("output") is not None:
         return compact(step["output"])
     if step.get("child_id"):
