@@ -182,6 +182,10 @@ def test_stats_per_workflow_and_task(cli: Cli) -> None:
     answer = cli("stats", "-o", "json").json()
     workflows = {stat["name"]: stat for stat in answer["workflows"]}
     assert workflows[f"{APP}.completes"]["completed"] == 2
+    # RUNS counts every run, unfinished ones too (queued-1 waits on a queue nobody serves)
+    assert workflows[f"{APP}.completes"]["runs"] == 3
+    assert workflows[f"{APP}.approval"]["runs"] == 1  # wait-1, waiting
+    assert workflows[f"{APP}.approval"]["success"] is None
     assert workflows[f"{APP}.fails"]["failed"] == 1
     assert workflows[f"{APP}.fails"]["success"] == 0
     assert workflows[f"{APP}.fails"]["failures_24h"] == 1
@@ -201,8 +205,11 @@ def test_stats_per_workflow_and_task(cli: Cli) -> None:
 
     only = cli("stats", "--workflow", f"{APP}.fails", "--since", "1h", "-o", "json").json()
     assert [stat["name"] for stat in only["workflows"]] == [f"{APP}.fails"]
+    assert [stat["name"] for stat in only["tasks"]] == [f"{APP}.explode"], "its tasks only"
     one_task = cli("stats", "--task", f"{APP}.add", "-o", "json").json()
     assert [stat["name"] for stat in one_task["tasks"]] == [f"{APP}.add"]
+    assert one_task["workflows"] == [], "--task: that task, no workflow"
+    assert "WORKFLOW" not in cli("stats", "--task", f"{APP}.add").out
 
 
 @BOTH

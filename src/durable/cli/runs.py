@@ -276,10 +276,10 @@ def add_commands(commands: Any) -> None:
         commands,
         "stats",
         "per workflow and task: runs, success %%, durations",
-        "Per workflow and per task: runs (calls, for tasks), how many completed and\n"
-        "failed, success % of the finished ones, average and 95th-percentile duration,\n"
-        "failures in the last 24 hours. Counts runs created in the last 7 days unless\n"
-        "--since says otherwise.",
+        "Per workflow and per task: runs, finished or not (finished calls, for tasks),\n"
+        "how many completed and failed, success % of the finished ones, average and\n"
+        "95th-percentile duration, failures in the last 24 hours. Counts runs created\n"
+        "in the last 7 days unless --since says otherwise.",
         STATS_EXAMPLES,
     )
     stats.add_argument(
@@ -288,8 +288,10 @@ def add_commands(commands: Any) -> None:
         metavar="TIME",
         help="count runs created (tasks started) since: an age or ISO 8601 (default: 7d)",
     )
-    stats.add_argument("--workflow", metavar="NAME", help="only this workflow (and its tasks)")
-    stats.add_argument("--task", metavar="NAME", help="only this task")
+    stats.add_argument(
+        "--workflow", metavar="NAME", help="only this workflow, and the tasks its runs called"
+    )
+    stats.add_argument("--task", metavar="NAME", help="only this task (no workflows)")
     stats.set_defaults(handler=run_stats)
 
     for parser in (ls, show, history, stats):

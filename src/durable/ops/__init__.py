@@ -141,11 +141,12 @@ class Operations:
     ) -> dict[str, Any]:
         """Per workflow and per task: runs, success %, average and p95 duration and
         failures in the last day, over runs created (tasks started) since *since*
-        (default: the last 7 days)."""
+        (default: the last 7 days). *workflow*: that workflow and the tasks its runs
+        called; *task*: that task only (no workflows)."""
         now = self.backend.now()
         start = now - STATS_WINDOW if since is None else since
-        runs = self.backend.outcomes("run", since=start, name=workflow)
-        tasks = self.backend.outcomes("task", since=start, name=task)
+        runs = [] if task else self.backend.outcomes("run", since=start, name=workflow)
+        tasks = self.backend.outcomes("task", since=start, name=task, workflow=workflow)
         return {
             "since": iso(start),
             "workflows": stats(runs, now=now),

@@ -82,8 +82,9 @@ def check_list_runs_newest_first_with_filters(make: MakeBackend) -> None:
 
 
 def check_outcomes_of_runs_and_tasks(make: MakeBackend) -> None:
-    """outcomes lists finished runs and finished task steps (not other kinds, not
-    unfinished ones), with their names, statuses and times, filtered by name."""
+    """outcomes lists runs, finished or not, and finished task steps (not other kinds,
+    not unfinished ones), with their names, statuses and times, filtered by name, and
+    task steps by their run's workflow."""
     with _opened(make) as backend:
         start = backend.now() - 1
         backend.create_run(_new("done"))
@@ -108,10 +109,14 @@ def check_outcomes_of_runs_and_tasks(make: MakeBackend) -> None:
         assert backend.finish_run("done", 1, RunStatus.COMPLETED, output=b"j1")
         backend.create_run(_new("live"))
 
-        runs = backend.outcomes("run", since=start)
-        assert [(o.name, o.status) for o in runs] == [("app.workflow", "completed")]
+        runs = sorted(backend.outcomes("run", since=start), key=lambda o: o.status)
+        assert [(o.name, o.status) for o in runs] == [
+            ("app.workflow", "completed"),
+            ("app.workflow", "running"),  # "live": created owned, unfinished
+        ]
         assert runs[0].finished_at is not None and runs[0].started_at is not None
         assert runs[0].finished_at >= runs[0].started_at
+        assert runs[1].finished_at is None
         assert backend.outcomes("run", since=backend.now() + 60) == []
         tasks = sorted(backend.outcomes("task", since=start), key=lambda o: o.name)
         assert [(o.name, o.status) for o in tasks] == [
@@ -121,6 +126,11 @@ def check_outcomes_of_runs_and_tasks(make: MakeBackend) -> None:
         assert tasks[0].started_at == start + 0.5 and tasks[0].finished_at == start + 0.9
         named = backend.outcomes("task", since=start, name="app.flaky")
         assert [o.status for o in named] == ["failed"]
+        of_workflow = backend.outcomes("task", since=start, workflow="app.workflow")
+        assert sorted(o.name for o in of_workflow) == ["app.flaky", "app.task"]
+        assert backend.outcomes("task", since=start, workflow="app.other") == []
+        both = backend.outcomes("task", since=start, workflow="app.workflow", name="app.task")
+        assert [o.name for o in both] == ["app.task"]
         assert backend.outcomes("run", since=start, name="app.other") == []
 
 

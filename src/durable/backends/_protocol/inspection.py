@@ -22,14 +22,20 @@ class InspectionStore(Protocol):
         ...
 
     def outcomes(
-        self, kind: Literal["run", "task"], *, since: float, name: str | None = None
+        self,
+        kind: Literal["run", "task"],
+        *,
+        since: float,
+        name: str | None = None,
+        workflow: str | None = None,
     ) -> Sequence[Outcome]:
-        """How finished runs (created since *since*), or finished task calls (started
-        since *since*), ended; only those named *name* if given. For statistics.
+        """Where runs created since *since* stand (finished or not), or how finished
+        task calls (started since *since*) ended; only those named *name* if given,
+        and for task calls only those of runs of *workflow* if given. For statistics.
 
         A run's outcome is its workflow name, status, start (its creation if it never
-        started) and finish; a task call's is a COMPLETED or FAILED history step of
-        kind TASK, with its first start and its finish.
+        started) and finish (None while unfinished); a task call's is a COMPLETED or
+        FAILED history step of kind TASK, with its first start and its finish.
         """
         ...
 

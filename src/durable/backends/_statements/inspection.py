@@ -53,7 +53,7 @@ class InspectionStatements(Compiler):
         self.run_outcomes = self.compile(
             sa.select(r.workflow, r.status, sa.func.coalesce(r.started_at, r.created_at))
             .add_columns(r.finished_at)
-            .where(r.created_at >= since, r.status.in_(FINISHED))
+            .where(r.created_at >= since)
         )
         steps = [constant(StepStatus.COMPLETED.value), constant(StepStatus.FAILED.value)]
         self.task_outcomes = self.compile(
@@ -69,6 +69,17 @@ class InspectionStatements(Compiler):
                 h.status.in_(steps),
                 h.started_at >= since,
                 h.name == sa.bindparam("name", type_=sa.Text),
+            )
+        )
+        #: the task calls of one workflow's runs (its tasks, for `stats --workflow`).
+        self.workflow_task_outcomes = self.compile(
+            sa.select(h.name, h.status, h.started_at, h.finished_at)
+            .join_from(history, runs, r.id == h.run_id)
+            .where(
+                h.kind == constant(StepKind.TASK.value),
+                h.status.in_(steps),
+                h.started_at >= since,
+                r.workflow == sa.bindparam("workflow", type_=sa.Text),
             )
         )
         run_id = sa.bindparam("id", type_=sa.Text)

@@ -47,7 +47,12 @@ class MemoryInspection(MemoryBase):
         return len(self._matching(query))
 
     def outcomes(
-        self, kind: Literal["run", "task"], *, since: float, name: str | None = None
+        self,
+        kind: Literal["run", "task"],
+        *,
+        since: float,
+        name: str | None = None,
+        workflow: str | None = None,
     ) -> Sequence[Outcome]:
         """See `InspectionStore.outcomes`."""
         with self._lock:
@@ -61,9 +66,7 @@ class MemoryInspection(MemoryBase):
                         finished_at=run.finished_at,
                     )
                     for run in self._runs.values()
-                    if run.status.finished
-                    and run.created_at >= since
-                    and (name is None or run.workflow == name)
+                    if run.created_at >= since and (name is None or run.workflow == name)
                 ]
             return [
                 Outcome(
@@ -72,7 +75,8 @@ class MemoryInspection(MemoryBase):
                     started_at=step.started_at,
                     finished_at=step.finished_at,
                 )
-                for steps in self._history.values()
+                for run_id, steps in self._history.items()
+                if workflow is None or self._runs[run_id].workflow == workflow
                 for step in steps.values()
                 if step.kind is StepKind.TASK
                 and step.status.finished

@@ -58,12 +58,19 @@ class SQLInspection(SQLBase):
         return values
 
     def outcomes(
-        self, kind: Literal["run", "task"], *, since: float, name: str | None = None
+        self,
+        kind: Literal["run", "task"],
+        *,
+        since: float,
+        name: str | None = None,
+        workflow: str | None = None,
     ) -> Sequence[Outcome]:
         """See `InspectionStore.outcomes`."""
         values: dict[str, Any] = {"since": since}
         if kind == "run":
             statement = self._sql.run_outcomes
+        elif workflow is not None:
+            statement, values["workflow"] = self._sql.workflow_task_outcomes, workflow
         elif name is None:
             statement = self._sql.task_outcomes
         else:
@@ -72,7 +79,7 @@ class SQLInspection(SQLBase):
             "Reading outcomes", lambda conn, _: self._execute(conn, statement, values).fetchall()
         )
         found = [Outcome(name=r[0], status=r[1], started_at=r[2], finished_at=r[3]) for r in rows]
-        if kind == "run" and name is not None:
+        if name is not None and (kind == "run" or workflow is not None):
             found = [outcome for outcome in found if outcome.name == name]
         return found
 
