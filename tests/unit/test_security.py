@@ -73,12 +73,13 @@ class Huge(Exception):
 def _no_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DURABLE_SECRET_KEY", raising=False)
     monkeypatch.delenv("DURABLE_OLD_SECRET_KEYS", raising=False)
+    monkeypatch.delenv("DURABLE_ALLOW_PICKLE", raising=False)
 
 
 @pytest.fixture
 def keyed() -> Any:
     """The default engine on memory, with a secret key."""
-    engine = durable.configure("memory://", lease=5.0, secret_key=KEY)
+    engine = durable.configure("memory://", lease=5.0, secret_key=KEY, allow_pickle=True)
     try:
         yield engine
     finally:
@@ -178,7 +179,10 @@ def test_tampered_and_foreign_signatures_are_refused(keyed: durable.Engine, tmp_
 def test_signed_pickle_without_a_key_is_refused(keyed: durable.Engine) -> None:
     """An engine with no key does not load signed pickles it cannot verify."""
     signed = keyed.dump(Opaque(1), "x")
-    with durable.Engine("memory://") as keyless, pytest.raises(PickleRefused) as caught:
+    with (
+        durable.Engine("memory://", allow_pickle=True) as keyless,
+        pytest.raises(PickleRefused) as caught,
+    ):
         keyless.load(signed, "r", None)
     assert caught.value.reason == "no key" and "DURABLE_SECRET_KEY" in str(caught.value)
 
@@ -187,7 +191,9 @@ def test_old_keys_verify_and_resign_moves_rows_to_the_new_key(keyed: durable.Eng
     """A retired key still verifies; resign re-signs old and unsigned rows, never forged."""
     old_signed = keyed.dump(Opaque(2), "x")
     unsigned = dumps(Opaque(2), allow_pickle=True, where="x")
-    with durable.Engine("memory://", secret_key=OTHER_KEY, old_secret_keys=[KEY]) as rotated:
+    with durable.Engine(
+        "memory://", secret_key=OTHER_KEY, old_secret_keys=[KEY], allow_pickle=True
+    ) as rotated:
         assert rotated.load(old_signed, "r", None) == Opaque(2)
         fresh = rotated.resign(old_signed)
         assert fresh[1:9] == key_id(OTHER_KEY.encode()).encode()
@@ -195,7 +201,7 @@ def test_old_keys_verify_and_resign_moves_rows_to_the_new_key(keyed: durable.Eng
         assert rotated.resign(b"j[1]") == b"j[1]"
         with pytest.raises(PickleRefused):
             rotated.resign(old_signed[:-2] + b"]}")
-    with durable.Engine("memory://", secret_key=OTHER_KEY) as new_only:
+    with durable.Engine("memory://", secret_key=OTHER_KEY, allow_pickle=True) as new_only:
         assert new_only.load(fresh, "r", None) == Opaque(2)
         with pytest.raises(PickleRefused, match="key id"):
             new_only.load(old_signed, "r", None)
@@ -243,11 +249,59 @@ def test_pickle_free_engine_never_loads_a_pickle(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_pickles_are_off_by_default(tmp_path: Path) -> None:
+    """With no option and no environment, a pickle is neither written nor loaded: the
+    refusal says how to opt in, and an unsigned row's code never runs."""
+    marker = tmp_path / "pwned"
+    with durable.Engine("memory://") as engine:
+        assert engine.allow_pickle is False
+        with pytest.raises(PickleRefused) as caught:
+            engine.load(evil_payload(marker), "r", 0)
+        assert caught.value.reason == "pickling disabled"
+    assert not marker.exists()
+    with durable.configure("memory://"), pytest.raises(SerializationError) as refused:
+        execute(echo, Opaque(1), id="opaque")
+    message = str(refused.value)
+    assert "allow_pickle=True" in message and "DURABLE_ALLOW_PICKLE=1" in message
+    assert "DURABLE_SECRET_KEY" in message
+
+
+def test_the_environment_turns_pickles_on_and_an_option_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``DURABLE_ALLOW_PICKLE`` is for processes whose code does not say (workers); an
+    explicit ``allow_pickle`` wins over it; a value that is not a yes or a no is refused."""
+    for value, expected in (("1", True), ("true", True), ("0", False), ("", False)):
+        monkeypatch.setenv("DURABLE_ALLOW_PICKLE", value)
+        with durable.Engine("memory://") as engine:
+            assert engine.allow_pickle is expected, value
+    monkeypatch.setenv("DURABLE_ALLOW_PICKLE", "1")
+    with durable.Engine("memory://", allow_pickle=False) as engine:
+        assert engine.allow_pickle is False
+    monkeypatch.setenv("DURABLE_ALLOW_PICKLE", "maybe")
+    with pytest.raises(ConfigurationError, match="DURABLE_ALLOW_PICKLE must be 1 or 0"):
+        durable.Engine("memory://")
+
+
+def test_pickles_without_a_key_warn_once_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    """Opting in without a secret key logs one warning naming the fix; with a key, or with
+    pickles off, nothing is logged."""
+    with caplog.at_level(logging.WARNING, logger="durable"):
+        with durable.configure("memory://", allow_pickle=True):
+            assert execute(echo, Opaque(3), id="o") == Opaque(3)
+        warned = [r for r in caplog.records if "allow_pickle is on" in r.getMessage()]
+        assert len(warned) == 1 and "DURABLE_SECRET_KEY" in warned[0].getMessage()
+        caplog.clear()
+        durable.Engine("memory://", allow_pickle=True, secret_key=KEY).close()
+        durable.Engine("memory://").close()
+    assert not [r for r in caplog.records if "allow_pickle" in r.getMessage()]
+
+
 def test_the_evil_payload_is_live(tmp_path: Path) -> None:
     """Control: without a key and with pickling on, the payload does run its code, so the
     tests above that find no marker prove something."""
     marker = tmp_path / "pwned"
-    with durable.Engine("memory://") as engine:
+    with durable.Engine("memory://", allow_pickle=True) as engine:
         engine.load(evil_payload(marker), "r", 0)
     assert marker.exists()
 
@@ -255,7 +309,10 @@ def test_the_evil_payload_is_live(tmp_path: Path) -> None:
 def test_a_pickle_that_exits_fails_as_a_payload_error() -> None:
     """Unpickling that raises SystemExit is a PayloadError, not the end of a worker thread."""
     node = {"$durable": "pickle", "v": base64.b64encode(pickle.dumps(_Exits())).decode()}
-    with durable.Engine("memory://") as engine, pytest.raises(PayloadError, match="SystemExit"):
+    with (
+        durable.Engine("memory://", allow_pickle=True) as engine,
+        pytest.raises(PayloadError, match="SystemExit"),
+    ):
         engine.load(b"P" + json.dumps(node).encode(), "r", 0)
 
 

@@ -976,11 +976,67 @@ def test_exception_group_round_trips_with_pickling_allowed() -> None:
     assert [type(e) for e in loaded.exceptions] == [ValueError, KeyError]
 
 
-def test_exception_group_without_pickling_becomes_recorded_error() -> None:
-    """Without pickles the sub-errors cannot be stored, so the group is a RecordedError."""
-    loaded = error_roundtrip(ExceptionGroup("several", [ValueError("a")]))
+def test_exception_group_round_trips_without_pickling() -> None:
+    """Pickles are off by default, so the exceptions a group holds are stored by class
+    name like any exception: nested groups, custom attributes, and code that runs
+    ``except*`` on the loaded group sees the same sub-errors."""
+    inner = ExceptionGroup("inner", [CodedError(7, "seven")])
+    loaded = error_roundtrip(raised(ExceptionGroup("outer", [ValueError("a"), inner])))
+    assert type(loaded) is ExceptionGroup and str(loaded) == "outer (2 sub-exceptions)"
+    first, nested = loaded.exceptions
+    assert type(first) is ValueError and first.args == ("a",)
+    assert type(nested) is ExceptionGroup
+    (coded,) = nested.exceptions
+    assert type(coded) is CodedError and (coded.args, coded.code) == (("seven",), 7)
+    caught: list[str] = []
+    try:
+        raise loaded
+    except* CodedError as group:
+        caught.append(repr(group.exceptions))
+    except* ValueError as group:
+        caught.append(repr(group.exceptions))
+    assert caught == [
+        "(ExceptionGroup('inner', [CodedError('seven')]),)",
+        "(ValueError('a'),)",
+    ]
+
+
+def test_exceptions_as_values_round_trip_without_pickling() -> None:
+    """An exception returned or passed as a value keeps its class, args and attributes;
+    an attribute that cannot be stored is dropped, not the exception."""
+    original = CodedError(404, "not found")
+    original.note = {"when": dt.date(2025, 1, 2)}
+    original.socket = threading.Lock()  # not storable without a pickle: dropped
+    loaded = roundtrip({"errors": [original, KeyError("k")]})["errors"]
+    assert type(loaded[0]) is CodedError
+    assert (loaded[0].args, loaded[0].code) == (("not found",), 404)
+    assert loaded[0].note == {"when": dt.date(2025, 1, 2)}
+    assert not hasattr(loaded[0], "socket")
+    assert type(loaded[1]) is KeyError and loaded[1].args == ("k",)
+
+
+def test_a_local_exception_in_a_group_needs_a_pickle() -> None:
+    """A sub-error whose class cannot be imported by name cannot be stored as JSON, so
+    without pickles the group is recorded as a RecordedError (with its traceback)."""
+
+    class Local(Exception):
+        pass
+
+    loaded = error_roundtrip(ExceptionGroup("several", [Local("x")]))
     assert type(loaded) is RecordedError
     assert loaded.type_name == "builtins:ExceptionGroup"
+    assert "Local: x" in loaded.recorded_traceback
+
+
+def test_an_exception_tag_naming_another_class_builds_nothing() -> None:
+    """The exception tag builds only exception classes: a Trap or os.system is refused
+    before anything is called."""
+    TRAP_CALLS.clear()
+    for ref in (f"{HERE}:Trap", "os:system"):
+        node = {"$durable": "exception", "cls": ref, "args": []}
+        with pytest.raises(PayloadError):
+            loads(b"j" + json.dumps(node).encode(), allow_pickle=False)
+    assert TRAP_CALLS == []
 
 
 def test_error_record_naming_a_non_exception_class_is_a_recorded_error() -> None:

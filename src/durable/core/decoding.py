@@ -1,8 +1,8 @@
 """JSON trees back to values: the inverse of `encoding.py`.
 
 Classes named in tags are imported by name and must be what the tag says (a
-dataclass, an Enum, a pydantic model) before anything is constructed from them; a
-pickle is loaded only if the payload's header allows it (see `serde.loads`).
+dataclass, an Enum, a pydantic model, an exception class) before anything is constructed
+from them; a pickle is loaded only if the payload's header allows it (see `serde.loads`).
 """
 
 from __future__ import annotations
@@ -79,6 +79,33 @@ def _decode_pydantic(dec: Decoder, node: dict[str, Any]) -> Any:
     return cls.model_validate(dec.decode(node["v"]))  # its Python mode, durable's tags
 
 
+def _decode_exception(dec: Decoder, node: dict[str, Any]) -> BaseException:
+    cls = resolve_class(node["cls"], lambda c: issubclass(c, BaseException), "an exception class")
+    error = new_error(cls, tuple(dec.decode(node["args"])))
+    for name, value in dec.decode(node.get("state", {})).items():
+        try:
+            setattr(error, name, value)
+        except Exception:  # read-only (an ExceptionGroup's exceptions) or refused
+            continue
+    return error
+
+
+def new_error(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    """An instance of *cls* holding *args*, made without calling ``__init__``.
+
+    ``__new__`` only: given the args it builds what needs them (an ExceptionGroup
+    refuses to exist without them); anything it cannot build that way is built bare.
+    """
+    try:
+        error = cls.__new__(cls, *args)
+    except Exception:
+        error = cls.__new__(cls)
+    if type(error) is not cls:  # a __new__ that picked another class (OSError does)
+        error = cls.__new__(cls)
+    error.args = args
+    return error
+
+
 def _decode_clock(cls: type[dt.datetime] | type[dt.time], node: dict[str, Any]) -> Any:
     value = cls.fromisoformat(node["v"])
     if "tz" in node:  # the same wall time, in its zone again
@@ -115,5 +142,6 @@ _DECODERS: dict[str, Callable[[Decoder, dict[str, Any]], Any]] = {
     ),
     "dataclass": _decode_dataclass,
     "pydantic": _decode_pydantic,
+    "exception": _decode_exception,
     "pickle": lambda d, n: d.unpickle(n),
 }

@@ -2,8 +2,8 @@
 
 `Encoder.encode` turns a value into JSON data (dicts, lists, strings, numbers), tagging
 what JSON has no type for with ``{"$durable": <tag>, ...}``: tuples, sets, bytes,
-datetimes, decimals, UUIDs, enums, dataclasses and pydantic models (by class name),
-and, when allowed, cloudpickled values. `decoding.py` is the way back.
+datetimes, decimals, UUIDs, enums, dataclasses, pydantic models and exceptions (by
+class name), and, when allowed, cloudpickled values. `decoding.py` is the way back.
 """
 
 from __future__ import annotations
@@ -160,7 +160,31 @@ class Encoder:
                 return {TAG: "pydantic", "cls": ref, "json": value.model_dump(mode="json")}
             except Exception:  # a field only Python mode can give: durable's own tags
                 return {TAG: "pydantic", "cls": ref, "v": self.encode(value.model_dump())}
+        if isinstance(value, BaseException):
+            ref = importable_ref(t)
+            if ref is None:
+                return self._pickle(value, _not_importable(t))
+            return {TAG: "exception", "cls": ref, **self._exception_state(value)}
         return self._pickle(value)
+
+    def _exception_state(self, error: BaseException) -> dict[str, Any]:
+        # An exception held as a value (one an ExceptionGroup groups, one a task
+        # returns): its args must be stored; an attribute that cannot be is dropped, as
+        # for a recorded error, because the error matters more than what it carries.
+        node: dict[str, Any] = {"args": self._at(list(error.args), ".args")}
+        state: dict[str, Any] = {}
+        for name, v in getattr(error, "__dict__", {}).items():
+            if type(name) is not str or name in (TAG, "__notes__"):
+                continue
+            inner = Encoder(self.allow_pickle)
+            try:
+                state[name] = inner.encode(v)
+            except Exception:
+                continue
+            self.pickled = self.pickled or inner.pickled
+        if state:
+            node["state"] = state
+        return node
 
     def _dataclass_state(self, value: Any) -> dict[str, Any]:
         # Loading does not run __post_init__ again, so attributes it derived are state

@@ -16,6 +16,7 @@ from typing import Any
 from durable.errors import PayloadError, RecordedError
 
 from .classes import class_ref, resolve_class
+from .decoding import new_error
 from .encoding import TAG, Encoder
 from .serde import _json_bytes, _safe_str, _where, loads, seal
 from .signing import Signer
@@ -161,7 +162,7 @@ def load_error(
         cls = resolve_class(
             record["type"], lambda c: issubclass(c, BaseException), "an exception class"
         )
-        error = _new_error(cls, args)
+        error = new_error(cls, args)
     except Exception:
         return RecordedError(
             f"{record['type']}: {message}",
@@ -175,17 +176,4 @@ def load_error(
                 setattr(error, key, value)
             except Exception:  # read-only (an ExceptionGroup's exceptions) or refused
                 continue
-    return error
-
-
-def _new_error(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
-    # __new__ only. Given the args it builds what needs them (an ExceptionGroup refuses
-    # to exist without them); anything it cannot build that way is built bare.
-    try:
-        error = cls.__new__(cls, *args)
-    except Exception:
-        error = cls.__new__(cls)
-    if type(error) is not cls:  # a __new__ that picked another class (OSError does)
-        error = cls.__new__(cls)
-    error.args = args
     return error

@@ -187,8 +187,9 @@ def _cannot_store(
     where = where if isinstance(where, str) else where()
     return SerializationError(
         f"Cannot store {where}{inner}: a value of type {type_name} cannot be stored because "
-        f"{reason}. Pass plain data (JSON types, dataclasses, datetimes, ...) or enable "
-        "pickling.",
+        f"{reason}. Pass plain data (JSON types, dataclasses, pydantic models, datetimes, "
+        "...), or opt in to pickles with allow_pickle=True (or DURABLE_ALLOW_PICKLE=1) "
+        "and a secret key (DURABLE_SECRET_KEY): see docs/guarantees.md, Security.",
         where=where,
         type_name=type_name,
     )

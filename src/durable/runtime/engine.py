@@ -37,6 +37,8 @@ class Engine(Host):
         lease: seconds a run stays owned without a heartbeat; after that another
             process may take it over. Heartbeats renew it every lease/3 seconds.
         allow_pickle: store values JSON cannot express with cloudpickle, and load them.
+            Off by default (``$DURABLE_ALLOW_PICKLE=1`` turns it on): loading a pickle
+            runs code. Turned on without a secret key, it logs a warning at start.
         clock: where time comes from (tests pass a virtual clock).
         max_threads: the most threads parallel calls may use at once.
         max_recoveries: how many times a run's owner may die while running it before
@@ -47,8 +49,8 @@ class Engine(Host):
             until it is due. 0 suspends every wait.
         secret_key: signs every payload that holds a pickle (HMAC-SHA256), and then only
             pickles whose signature verifies are loaded. Default: ``$DURABLE_SECRET_KEY``.
-            Without a key, whoever can write the database can run code in workers
-            (unless ``allow_pickle=False``). See docs/guarantees.md (Security).
+            Without a key, with ``allow_pickle`` on, whoever can write the database can
+            run code in workers. See docs/guarantees.md (Security).
         old_secret_keys: retired keys, still accepted for reading signed payloads.
             Default: ``$DURABLE_OLD_SECRET_KEYS`` (comma-separated).
         max_payload: the most bytes one stored value may take (64 MiB by default). A

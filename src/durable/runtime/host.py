@@ -9,6 +9,7 @@ imports it.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,22 @@ from .leases import Leases
 log = logging.getLogger("durable")
 
 
+#: ``DURABLE_ALLOW_PICKLE=1`` turns pickles on where the code does not say (workers).
+PICKLE_ENV = "DURABLE_ALLOW_PICKLE"
+
+
+def pickles_allowed(option: bool | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """The option if given, else ``$DURABLE_ALLOW_PICKLE`` (1/true/yes), else False."""
+    if option is not None:
+        return option
+    value = environ.get(PICKLE_ENV, "").strip().lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise ConfigurationError(f"{PICKLE_ENV} must be 1 or 0 (true/false), got {value!r}.")
+
+
 class Host:
     """One database and the settings runs execute under (see `Engine` for the arguments)."""
 
@@ -35,7 +52,7 @@ class Host:
         *,
         backend: Backend | None = None,
         lease: float = 30.0,
-        allow_pickle: bool = True,
+        allow_pickle: bool | None = None,
         clock: Clock = SYSTEM_CLOCK,
         max_threads: int = 32,
         max_recoveries: int = 10,
@@ -59,7 +76,13 @@ class Host:
         signer = signing.signer_from(secret_key, old_secret_keys)
         self.backend: Backend = backend or open_backend(url or DEFAULT_URL, clock=clock)
         self.lease = lease
-        self.allow_pickle = allow_pickle
+        self.allow_pickle = pickles_allowed(allow_pickle)
+        if self.allow_pickle and signer is None:
+            log.warning(
+                "allow_pickle is on without a secret key: whoever can write the database "
+                "can run code in this process. Set DURABLE_SECRET_KEY (or secret_key=) so "
+                "that only pickles this application signed are loaded."
+            )
         #: signs and verifies payloads that hold pickles; None without a secret key.
         self.signer = signer
         self.max_payload = max_payload

@@ -90,7 +90,7 @@ class DurableEnv:
         self,
         *,
         start: dt.datetime | float = EPOCH,
-        allow_pickle: bool = True,
+        allow_pickle: bool | None = None,
         max_jumps: int = 100_000,
     ) -> None:
         self.clock = VirtualClock(start)
