@@ -241,6 +241,24 @@ def test_retry_reruns_only_the_failed_task(
 
 
 @BOTH
+def test_stats_still_count_a_failure_that_retry_erased(
+    engine: durable.Engine, cli: Cli, tmp_path: Path
+) -> None:
+    """A run that failed, was retried and completed: stats say one run, one completed,
+    one failed (50 %), and the task that failed once counts its failure too."""
+    flag = failed_pipelines(engine, tmp_path, "p-9")
+    flag.touch()
+    assert cli("retry", "p-9").code == 0
+    settle(engine, lambda: status(engine, "p-9") is RunStatus.COMPLETED)
+    found = json.loads(cli("stats", "-o", "json").out)
+    (flow,) = found["workflows"]
+    assert (flow["runs"], flow["completed"], flow["failed"], flow["success"]) == (1, 1, 1, 50.0)
+    assert flow["failures_24h"] == 1 and flow["last_failure_at"] is not None
+    flaky = next(t for t in found["tasks"] if t["name"].endswith("flaky"))
+    assert (flaky["runs"], flaky["completed"], flaky["failed"]) == (1, 1, 1)
+
+
+@BOTH
 def test_retry_a_run_that_did_not_fail(engine: durable.Engine, cli: Cli) -> None:
     """Only failed or dead runs can be retried: exit 4 otherwise, 3 for no such run."""
     durable.execute(cli_app.completes, 1, id="done")

@@ -115,6 +115,28 @@ actions = sa.Table(
     sa.Index("durable_actions_run", "run_id", "id"),
 )
 
+# Version 6: outcomes an operator's retry erased (a run's failure, its failed task
+# calls), kept for statistics: the history keeps only the latest attempt at a position.
+attempts = sa.Table(
+    "durable_attempts",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),  # "run" or "task"
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("workflow", sa.Text, nullable=False),  # the run's workflow
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("started_at", sa.Double),
+    sa.Column("finished_at", sa.Double),
+    sa.Index("durable_attempts_run", "run_id"),
+    sa.Index("durable_attempts_started", "kind", "started_at"),
+)
+
 meta = sa.Table(
     "durable_meta",
     metadata,
@@ -177,14 +199,14 @@ _workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.crea
 _events_run_index = sa.Index("durable_events_run", events.c.run_id)
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 Execute = Callable[[str], None]
 
 
 def create(dialect: sa.Dialect, execute: Execute) -> None:
     """Create every table and index at the current version (a new database)."""
-    for table in (runs, history, events, actions, meta):
+    for table in (runs, history, events, actions, attempts, meta):
         execute(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
             execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
@@ -223,12 +245,20 @@ def _v4_to_v5(dialect: sa.Dialect, execute: Execute) -> None:
     execute(str(CreateIndex(_parent_index).compile(dialect=dialect)))
 
 
+def _v5_to_v6(dialect: sa.Dialect, execute: Execute) -> None:
+    """Outcomes erased by retries, kept for statistics."""
+    execute(str(CreateTable(attempts, if_not_exists=True).compile(dialect=dialect)))
+    for index in sorted(attempts.indexes, key=lambda i: str(i.name)):
+        execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

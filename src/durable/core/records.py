@@ -179,12 +179,14 @@ class RunQuery:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
-    """How one finished run or task call ended, for statistics."""
+    """How one run or task call stands or ended, for statistics. *retried*: an earlier
+    attempt whose outcome an operator's retry erased (the run, or the call, went on)."""
 
     name: str
     status: str
     started_at: float | None
     finished_at: float | None
+    retried: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

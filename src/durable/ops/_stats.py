@@ -25,8 +25,11 @@ def stats(outcomes: Iterable[Outcome], *, now: float) -> list[dict[str, Any]]:
 
 
 def stat(name: str, outcomes: Sequence[Outcome], *, now: float) -> dict[str, Any]:
-    """Runs, success % (of those that completed or failed; cancelled ones are neither),
-    average and 95th-percentile duration, and failures in the last day."""
+    """Runs, success % (of the attempts that completed or failed; cancelled ones are
+    neither), average and 95th-percentile duration, and failures in the last day.
+
+    An attempt an operator's retry erased (``retried``) counts as the failure it was,
+    in every figure but ``runs``, which counts runs (or calls), not attempts."""
     completed = sum(1 for o in outcomes if o.status == _SUCCESS)
     failures = [o for o in outcomes if o.status in _FAILURE]
     durations = sorted(
@@ -38,7 +41,7 @@ def stat(name: str, outcomes: Sequence[Outcome], *, now: float) -> dict[str, Any
     last_failure = max((o.finished_at or 0.0 for o in failures), default=None)
     return {
         "name": name,
-        "runs": len(outcomes),
+        "runs": sum(1 for o in outcomes if not o.retried),
         "completed": completed,
         "failed": len(failures),
         "success": round(100.0 * completed / ended, 2) if ended else None,

@@ -162,6 +162,53 @@ def check_retry_reopens_failed_steps_and_queues(make: MakeBackend) -> None:
         assert backend.retry_run("missing", []) is None
 
 
+def check_retry_keeps_the_outcomes_it_erases(make: MakeBackend) -> None:
+    """The failure a retry erases, and the failed task calls it reopens, stay in
+    outcomes marked retried (filtered like the others); purging the run drops them."""
+    with _opened(make) as backend:
+        start = backend.now() - 1
+        backend.create_run(_new("r"))
+        backend.record(_step("r", 0, started_at=start + 0.1, finished_at=start + 0.2), 1)
+        failed = _step(
+            "r",
+            1,
+            name="app.flaky",
+            status=StepStatus.FAILED,
+            output=None,
+            error=b"jnull",
+            started_at=start + 0.3,
+            finished_at=start + 0.4,
+        )
+        backend.record(failed, 1)
+        assert backend.finish_run("r", 1, RunStatus.FAILED, error=b"j1")
+        assert backend.retry_run("r", [1]) is not None
+
+        def seen(kind: str, **filters: str) -> list[tuple[str, str, bool]]:
+            found = backend.outcomes(kind, since=start, **filters)  # type: ignore[arg-type]
+            return sorted((o.name, o.status, o.retried) for o in found)
+
+        assert seen("run") == [
+            ("app.workflow", "failed", True),
+            ("app.workflow", "queued", False),
+        ]
+        assert seen("task") == [("app.flaky", "failed", True), ("app.task", "completed", False)]
+        assert seen("task", name="app.flaky") == [("app.flaky", "failed", True)]
+        assert seen("task", workflow="app.workflow") == seen("task")
+        assert seen("task", workflow="app.other") == []
+        assert seen("run", name="app.other") == []
+        kept = [o for o in backend.outcomes("task", since=start) if o.retried]
+        assert (kept[0].started_at, kept[0].finished_at) == (start + 0.3, start + 0.4)
+        assert backend.outcomes("task", since=start + 0.35) == [], "by start, like the rest"
+        # Finished again, and purged: its kept attempts go with it.
+        (claimed,) = backend.claim_next(
+            owner=OWNER, queue="default", workflows=["app.workflow"], limit=5, lease=30
+        )
+        assert backend.finish_run("r", claimed.epoch, RunStatus.COMPLETED, output=b"j1")
+        assert backend.purge(finished_before=backend.now() + 1, limit=10) == 1
+        assert backend.outcomes("run", since=start) == []
+        assert backend.outcomes("task", since=start) == []
+
+
 def check_actions_log(make: MakeBackend) -> None:
     """record_action appends who did what and when; actions lists a run's, oldest
     first; purging the run deletes them."""

@@ -54,6 +54,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     inspection.check_list_runs_newest_first_with_filters,
     inspection.check_outcomes_of_runs_and_tasks,
     inspection.check_retry_reopens_failed_steps_and_queues,
+    inspection.check_retry_keeps_the_outcomes_it_erases,
     inspection.check_actions_log,
 )
 

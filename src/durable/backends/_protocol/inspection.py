@@ -36,6 +36,9 @@ class InspectionStore(Protocol):
         A run's outcome is its workflow name, status, start (its creation if it never
         started) and finish (None while unfinished); a task call's is a COMPLETED or
         FAILED history step of kind TASK, with its first start and its finish.
+
+        Outcomes that `retry_run` erased are included too, marked ``retried`` (filtered
+        by when they started): a retried run's failure, and its failed task calls.
         """
         ...
 
@@ -52,8 +55,10 @@ class InspectionStore(Protocol):
     def retry_run(self, run_id: str, positions: Sequence[int]) -> Run | None:
         """Give a FAILED or DEAD run another go: an operator's override of its outcome.
 
-        One transaction: the FAILED steps at *positions* are deleted (the run will call
-        them again), the run becomes QUEUED with no outcome, lease or recoveries, and
+        One transaction: the run's outcome and its FAILED task steps at *positions* are
+        kept for `outcomes` (marked ``retried``), the FAILED steps at *positions* are
+        deleted (the run will call them again), the run becomes QUEUED with no outcome,
+        lease or recoveries, and
         ``queue:<name>`` is notified. Other steps stay, so finished work is replayed,
         not redone. A run in any other status is not changed, so of concurrent retries
         of one run only the first reopens and queues it.

@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 
-from durable.backends._schema import actions, events, history, runs
+from durable.backends._schema import actions, attempts, events, history, runs
 from durable.core.records import RunQuery, RunStatus, StepKind, StepStatus
 
 from .base import FINISHED, Compiler, Statement, bind, constant
@@ -83,6 +83,7 @@ class InspectionStatements(Compiler):
             )
         )
         run_id = sa.bindparam("id", type_=sa.Text)
+        self._define_attempts(run_id)
         self.reopen_steps = self.compile(
             sa.delete(history).where(
                 h.run_id == run_id,
@@ -126,6 +127,41 @@ class InspectionStatements(Compiler):
         )
         self.actions = self.compile(sa.select(*actions.c).where(a.run_id == run_id).order_by(a.id))
         self._define_purge()
+
+    def _define_attempts(self, run_id: Any) -> None:
+        """Keeping what a retry erases (`retry_run`), and reading it back (`outcomes`)."""
+        r, h, t = runs.c, history.c, attempts.c
+        columns = ("run_id", "kind", "name", "workflow", "status", "started_at", "finished_at")
+        retryable = [constant(s) for s in _RETRYABLE]
+        self.keep_run_attempt = self.compile(
+            sa.insert(attempts).from_select(
+                columns,
+                sa.select(r.id, constant("run"), r.workflow, r.workflow, r.status)
+                .add_columns(sa.func.coalesce(r.started_at, r.created_at), r.finished_at)
+                .where(r.id == run_id, r.status.in_(retryable)),
+            )
+        )
+        self.keep_step_attempts = self.compile(
+            sa.insert(attempts).from_select(
+                columns,
+                sa.select(h.run_id, constant("task"), h.name, r.workflow, h.status)
+                .add_columns(h.started_at, h.finished_at)
+                .join_from(history, runs, r.id == h.run_id)
+                .where(
+                    h.run_id == run_id,
+                    self._in_positions(h.position),
+                    h.status == constant(StepStatus.FAILED.value),
+                    h.kind == constant(StepKind.TASK.value),
+                ),
+            )
+        )
+        #: name, status, start, finish and the run's workflow of kept attempts.
+        self.kept_attempts = self.compile(
+            sa.select(t.name, t.status, t.started_at, t.finished_at, t.workflow).where(
+                t.kind == sa.bindparam("kind", type_=sa.Text),
+                t.started_at >= sa.bindparam("since", type_=sa.Double),
+            )
+        )
 
     def _in_positions(self, column: sa.Column[int]) -> sa.ColumnElement[bool]:
         """*column* is one of the ``:positions`` list: an array or a JSON array."""
@@ -189,6 +225,9 @@ class InspectionStatements(Compiler):
         )
         self.purge_actions = self.compile(
             sa.delete(actions).where(self._in_names(actions.c.run_id, "ids"))
+        )
+        self.purge_attempts = self.compile(
+            sa.delete(attempts).where(self._in_names(attempts.c.run_id, "ids"))
         )
 
 

@@ -34,6 +34,7 @@ class MemoryBackend(MemoryRuns, MemoryHistory, MemoryWaits, MemoryInspection):
         self._events = {}
         self._event_ids = itertools.count(1)
         self._actions = []
+        self._attempts = []
         self._closed = False
         self._hub = Hub()
 

@@ -8,7 +8,7 @@ import threading
 
 from durable.backends._hub import Hub
 from durable.core.clock import Clock
-from durable.core.records import Action, Event, Run, Step
+from durable.core.records import Action, Event, Outcome, Run, Step
 from durable.errors import StorageError
 
 
@@ -26,6 +26,8 @@ class MemoryBase:
     _events: dict[str, list[Event]]
     _event_ids: itertools.count[int]
     _actions: list[Action]
+    #: outcomes erased by retries: (run id, kind, the run's workflow, the outcome).
+    _attempts: list[tuple[str, str, str, Outcome]]
     _closed: bool
     _hub: Hub
 

@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from typing import Literal
 
 from durable.backends._purging import Relative, may_go
-from durable.core.records import Action, Outcome, Run, RunQuery, RunStatus, StepKind, StepStatus
+from durable.core.records import (
+    Action,
+    Outcome,
+    Run,
+    RunQuery,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+)
 
 from ._base import MemoryBase
 
@@ -57,33 +66,37 @@ class MemoryInspection(MemoryBase):
         """See `InspectionStore.outcomes`."""
         with self._lock:
             self._check_open()
-            if kind == "run":
-                return [
-                    Outcome(
-                        name=run.workflow,
-                        status=run.status.value,
-                        started_at=run.started_at if run.started_at is not None else run.created_at,
-                        finished_at=run.finished_at,
-                    )
-                    for run in self._runs.values()
-                    if run.created_at >= since and (name is None or run.workflow == name)
-                ]
-            return [
-                Outcome(
-                    name=step.name,
-                    status=step.status.value,
-                    started_at=step.started_at,
-                    finished_at=step.finished_at,
-                )
-                for run_id, steps in self._history.items()
-                if workflow is None or self._runs[run_id].workflow == workflow
-                for step in steps.values()
-                if step.kind is StepKind.TASK
-                and step.status.finished
-                and step.started_at is not None
-                and step.started_at >= since
-                and (name is None or step.name == name)
+            kept = [
+                outcome
+                for run_id, of, run_workflow, outcome in self._attempts
+                if of == kind
+                and outcome.started_at is not None
+                and outcome.started_at >= since
+                and (name is None or outcome.name == name)
+                and (workflow is None or run_workflow == workflow)
             ]
+            return [*self._outcomes(kind, since, name, workflow), *kept]
+
+    def _outcomes(
+        self, kind: str, since: float, name: str | None, workflow: str | None
+    ) -> list[Outcome]:
+        if kind == "run":
+            return [
+                _outcome(run.workflow, run.status, _start(run), run)
+                for run in self._runs.values()
+                if run.created_at >= since and (name is None or run.workflow == name)
+            ]
+        return [
+            _outcome(step.name, step.status, step.started_at, step)
+            for run_id, steps in self._history.items()
+            if workflow is None or self._runs[run_id].workflow == workflow
+            for step in steps.values()
+            if step.kind is StepKind.TASK
+            and step.status.finished
+            and step.started_at is not None
+            and step.started_at >= since
+            and (name is None or step.name == name)
+        ]
 
     def retry_run(self, run_id: str, positions: Sequence[int]) -> Run | None:
         """See `InspectionStore.retry_run`."""
@@ -92,11 +105,21 @@ class MemoryInspection(MemoryBase):
             run = self._runs.get(run_id)
             if run is None or run.status not in (RunStatus.FAILED, RunStatus.DEAD):
                 return run
+            # What the retry erases stays countable: statistics read it back.
+            erased = [
+                (run_id, "run", run.workflow, _outcome(run.workflow, run.status, _start(run), run))
+            ]
             steps = self._history.get(run_id, {})
             for position in positions:
                 step = steps.get(position)
                 if step is not None and step.status is StepStatus.FAILED:
+                    if step.kind is StepKind.TASK:
+                        outcome = _outcome(step.name, step.status, step.started_at, step)
+                        erased.append((run_id, "task", run.workflow, outcome))
                     del steps[position]
+            self._attempts += [
+                (i, k, w, dataclasses.replace(o, retried=True)) for i, k, w, o in erased
+            ]
             run = self._runs[run_id] = dataclasses.replace(
                 run,
                 status=RunStatus.QUEUED,
@@ -167,4 +190,16 @@ class MemoryInspection(MemoryBase):
                     self._events.pop(run_id, None)
                 gone = set(going)
                 self._actions = [a for a in self._actions if a.run_id not in gone]
+                self._attempts = [a for a in self._attempts if a[0] not in gone]
             return len(going)
+
+
+def _start(run: Run) -> float:
+    """When a run started, or was created if it never started."""
+    return run.started_at if run.started_at is not None else run.created_at
+
+
+def _outcome(
+    name: str, status: RunStatus | StepStatus, started: float | None, of: Run | Step
+) -> Outcome:
+    return Outcome(name=name, status=status.value, started_at=started, finished_at=of.finished_at)

@@ -81,6 +81,17 @@ class SQLInspection(SQLBase):
         found = [Outcome(name=r[0], status=r[1], started_at=r[2], finished_at=r[3]) for r in rows]
         if name is not None and (kind == "run" or workflow is not None):
             found = [outcome for outcome in found if outcome.name == name]
+        kept = self._db.run(
+            "Reading retried outcomes",
+            lambda conn, _: self._execute(
+                conn, self._sql.kept_attempts, {"kind": kind, "since": since}
+            ).fetchall(),
+        )
+        found += [
+            Outcome(name=r[0], status=r[1], started_at=r[2], finished_at=r[3], retried=True)
+            for r in kept
+            if (name is None or r[0] == name) and (workflow is None or r[4] == workflow)
+        ]
         return found
 
     def retry_run(self, run_id: str, positions: Sequence[int]) -> Run | None:
@@ -94,8 +105,11 @@ class SQLInspection(SQLBase):
                     RunStatus.FAILED,
                     RunStatus.DEAD,
                 ):
+                    # What the retry erases stays countable: statistics read it back.
+                    self._execute(conn, self._sql.keep_run_attempt, {"id": run_id})
                     if positions:
                         reopen = {"id": run_id, "positions": self._names(list(positions))}
+                        self._execute(conn, self._sql.keep_step_attempts, reopen)
                         self._execute(conn, self._sql.reopen_steps, reopen)
                     topics = self._execute(conn, self._sql.requeue, {"id": run_id}).fetchall()
                 row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
@@ -157,6 +171,7 @@ class SQLInspection(SQLBase):
                 self._execute(session, self._sql.purge_history, ids)
                 self._execute(session, self._sql.purge_events, ids)
                 self._execute(session, self._sql.purge_actions, ids)
+                self._execute(session, self._sql.purge_attempts, ids)
             return len(gone), end
 
         count, end = self._db.run("Purging finished runs", body)
