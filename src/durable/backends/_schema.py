@@ -97,16 +97,22 @@ events = sa.Table(
     sa.Column("consumed_at", sa.Double),
 )
 
-# Version 4: what operators did to runs (CLI, API, dashboard): who, what, when.
-actions = sa.Table(
-    "durable_actions",
-    metadata,
-    sa.Column(
+
+def _serial_id() -> sa.Column[int]:
+    """An autoincrementing primary key (a rowid alias on SQLite)."""
+    return sa.Column(
         "id",
         sa.BigInteger().with_variant(sa.Integer, "sqlite"),
         primary_key=True,
         autoincrement=True,
-    ),
+    )
+
+
+# Version 4: what operators did to runs (CLI, API, dashboard): who, what, when.
+actions = sa.Table(
+    "durable_actions",
+    metadata,
+    _serial_id(),
     sa.Column("run_id", sa.Text, nullable=False),
     sa.Column("action", sa.Text, nullable=False),
     sa.Column("actor", sa.Text),
@@ -120,12 +126,7 @@ actions = sa.Table(
 attempts = sa.Table(
     "durable_attempts",
     metadata,
-    sa.Column(
-        "id",
-        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
-        primary_key=True,
-        autoincrement=True,
-    ),
+    _serial_id(),
     sa.Column("run_id", sa.Text, nullable=False),
     sa.Column("kind", sa.Text, nullable=False),  # "run" or "task"
     sa.Column("name", sa.Text, nullable=False),
@@ -207,9 +208,14 @@ Execute = Callable[[str], None]
 def create(dialect: sa.Dialect, execute: Execute) -> None:
     """Create every table and index at the current version (a new database)."""
     for table in (runs, history, events, actions, attempts, meta):
-        execute(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
-        for index in sorted(table.indexes, key=lambda i: str(i.name)):
-            execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+        _create_table(table, dialect, execute)
+
+
+def _create_table(table: sa.Table, dialect: sa.Dialect, execute: Execute) -> None:
+    """*table* and its indexes, if they do not exist yet."""
+    execute(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
+    for index in sorted(table.indexes, key=lambda i: str(i.name)):
+        execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
 
 
 def _v1_to_v2(dialect: sa.Dialect, execute: Execute) -> None:
@@ -225,9 +231,7 @@ def _v2_to_v3(dialect: sa.Dialect, execute: Execute) -> None:
     for table, name in ((runs, "wake_at"), (runs, "waiting_on"), (history, "wake_at")):
         column = CreateColumn(table.c[name]).compile(dialect=dialect)
         execute(f"ALTER TABLE {table.name} ADD COLUMN {column}")
-    execute(str(CreateTable(events, if_not_exists=True).compile(dialect=dialect)))
-    for index in sorted(events.indexes, key=lambda i: str(i.name)):
-        execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+    _create_table(events, dialect, execute)
     execute(str(CreateIndex(_due_index, if_not_exists=True).compile(dialect=dialect)))
 
 
@@ -247,9 +251,7 @@ def _v4_to_v5(dialect: sa.Dialect, execute: Execute) -> None:
 
 def _v5_to_v6(dialect: sa.Dialect, execute: Execute) -> None:
     """Outcomes erased by retries, kept for statistics."""
-    execute(str(CreateTable(attempts, if_not_exists=True).compile(dialect=dialect)))
-    for index in sorted(attempts.indexes, key=lambda i: str(i.name)):
-        execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
+    _create_table(attempts, dialect, execute)
 
 
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.

@@ -173,15 +173,11 @@ class Encoder:
         # for a recorded error, because the error matters more than what it carries.
         node: dict[str, Any] = {"args": self._at(list(error.args), ".args")}
         state: dict[str, Any] = {}
-        for name, v in getattr(error, "__dict__", {}).items():
-            if type(name) is not str or name in (TAG, "__notes__"):
-                continue
-            inner = Encoder(self.allow_pickle)
-            try:
-                state[name] = inner.encode(v)
-            except Exception:
-                continue
-            self.pickled = self.pickled or inner.pickled
+        for name, v in instance_attributes(error).items():
+            encoded = encode_or_drop(v, self.allow_pickle)
+            if encoded is not None:
+                state[name], pickled = encoded
+                self.pickled = self.pickled or pickled
         if state:
             node["state"] = state
         return node
@@ -209,6 +205,27 @@ class Encoder:
             raise Unencodable(value, f"cloudpickle cannot serialize it ({error})") from None
         self.pickled = True
         return {TAG: "pickle", "v": base64.b64encode(data).decode("ascii")}
+
+
+def encode_or_drop(value: Any, allow_pickle: bool) -> tuple[Any, bool] | None:
+    """The encoded tree and whether it holds a pickle, or None when it cannot be stored.
+
+    Any failure counts (not only unencodable values): a property that raises or a
+    cycle must not stop an error from being recorded.
+    """
+    encoder = Encoder(allow_pickle)
+    try:
+        return encoder.encode(value), encoder.pickled
+    except Exception:
+        return None
+
+
+def instance_attributes(error: BaseException) -> dict[str, Any]:
+    """An exception's own attributes worth storing (not its notes)."""
+    state = dict(getattr(error, "__dict__", {}))
+    state.pop("__notes__", None)
+    # Stored as one plain dict, where a "$durable" key would read as a tag.
+    return {k: v for k, v in state.items() if type(k) is str and k != TAG}
 
 
 def _encode_clock(value: dt.datetime | dt.time) -> dict[str, Any]:

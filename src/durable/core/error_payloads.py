@@ -17,7 +17,7 @@ from durable.errors import PayloadError, RecordedError
 
 from .classes import class_ref, resolve_class
 from .decoding import new_error
-from .encoding import TAG, Encoder
+from .encoding import encode_or_drop, instance_attributes
 from .serde import _json_bytes, _safe_str, _where, loads, seal
 from .signing import Signer
 
@@ -47,17 +47,17 @@ def dump_error(
         "traceback": "".join(traceback.format_exception(error)),
     }
     pickled = False
-    args = _encode_or_drop(list(error.args), allow_pickle)
+    args = encode_or_drop(list(error.args), allow_pickle)
     if args is not None:  # otherwise load_error falls back to (message,)
         record["args"], pickled = args
     # Builtin slots hold small plain values, so they are never pickled; instance
     # attributes come second and win a clash.
     attributes = [(k, v, False) for k, v in _builtin_attributes(error).items()]
-    attributes += [(k, v, allow_pickle) for k, v in _instance_attributes(error).items()]
+    attributes += [(k, v, allow_pickle) for k, v in instance_attributes(error).items()]
     state: dict[str, Any] = {}
     for key, value, may_pickle in attributes:
         # One attribute that cannot be stored must not lose the error.
-        encoded = _encode_or_drop(value, may_pickle)
+        encoded = encode_or_drop(value, may_pickle)
         if encoded is not None:
             state[key], was_pickled = encoded
             pickled = pickled or was_pickled
@@ -84,26 +84,6 @@ def _cut(record: dict[str, Any], size: int, limit: int) -> bytes:
         "traceback": record["traceback"][-_CUT_TRACEBACK:],
     }
     return seal(_json_bytes(small), pickled=False, signer=None)
-
-
-def _encode_or_drop(value: Any, allow_pickle: bool) -> tuple[Any, bool] | None:
-    """The encoded tree and whether it holds a pickle, or None when it cannot be stored.
-
-    Any failure counts (not only unencodable values): a property that raises or a
-    cycle must not stop an error from being recorded.
-    """
-    encoder = Encoder(allow_pickle)
-    try:
-        return encoder.encode(value), encoder.pickled
-    except Exception:
-        return None
-
-
-def _instance_attributes(error: BaseException) -> dict[str, Any]:
-    state = dict(getattr(error, "__dict__", {}))
-    state.pop("__notes__", None)
-    # The record is decoded as one plain dict, where a "$durable" key would read as a tag.
-    return {k: v for k, v in state.items() if type(k) is str and k != TAG}
 
 
 #: ``obj`` is the object an AttributeError was raised on: arbitrary, possibly huge.

@@ -75,18 +75,16 @@ class SQLInspection(SQLBase):
             statement = self._sql.task_outcomes
         else:
             statement, values["name"] = self._sql.named_task_outcomes, name
-        rows = self._db.run(
-            "Reading outcomes", lambda conn, _: self._execute(conn, statement, values).fetchall()
-        )
+        kept_values = {"kind": kind, "since": since}
+
+        def read(conn: Any, _retried: bool) -> tuple[list[Any], list[Any]]:
+            rows = self._execute(conn, statement, values).fetchall()
+            return rows, self._execute(conn, self._sql.kept_attempts, kept_values).fetchall()
+
+        rows, kept = self._db.run("Reading outcomes", read)
         found = [Outcome(name=r[0], status=r[1], started_at=r[2], finished_at=r[3]) for r in rows]
         if name is not None and (kind == "run" or workflow is not None):
             found = [outcome for outcome in found if outcome.name == name]
-        kept = self._db.run(
-            "Reading retried outcomes",
-            lambda conn, _: self._execute(
-                conn, self._sql.kept_attempts, {"kind": kind, "since": since}
-            ).fetchall(),
-        )
         found += [
             Outcome(name=r[0], status=r[1], started_at=r[2], finished_at=r[3], retried=True)
             for r in kept
