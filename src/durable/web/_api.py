@@ -1,34 +1,27 @@
 """The JSON endpoints under /api/v1: read the query or body, call `Operations`, answer.
 
 Handlers stay thin on purpose: the shapes come from `durable.ops`, so the API and the
-CLI's ``-o json`` agree. What lives here is HTTP: parsing and checking parameters (a
-bad one is a 400 that names it), status codes, ETags, and who is recorded as acting.
+CLI's ``-o json`` agree. What lives here is HTTP: status codes, ETags, and who is
+recorded as acting; every parameter is read and checked through `_inputs` (a bad one
+is a 400 that names it).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import importlib.resources
 import re
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._http import HTTPError, Request, Response, not_modified
+from . import _inputs as inputs
+from ._http import Request, Response, not_modified
 from ._layout import layout
 from ._security import Guard, Principal
 
 if TYPE_CHECKING:
     from durable.ops import Operations
-
-MAX_LIMIT = 500
-
-_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-#: a time then " hh:mm": an unencoded "+hh:mm" offset, decoded as a space.
-_PLUS = re.compile(r"(\d\d:\d\d(?::\d\d(?:\.\d+)?)?) (\d\d:?\d\d)$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 Params = dict[str, str]
 Handler = Callable[[Request, Principal, Params], Response]
@@ -94,15 +87,15 @@ class Api:
     def list_runs(self, request: Request, principal: Principal, params: Params) -> Response:
         """A page of runs, newest first, filtered by the query."""
         page = self.ops.list_runs(
-            workflow=request.arg("workflow"),
-            status=request.args("status"),
-            queue=request.arg("queue"),
-            since=_moment(request, "since"),
-            until=_moment(request, "until"),
-            parent=request.arg("parent"),
-            search=request.arg("search"),
-            limit=_limit(request),
-            cursor=request.arg("cursor"),
+            workflow=inputs.query_text(request, "workflow"),
+            status=inputs.query_texts(request, "status"),
+            queue=inputs.query_text(request, "queue"),
+            since=inputs.moment(request, "since"),
+            until=inputs.moment(request, "until"),
+            parent=inputs.query_text(request, "parent"),
+            search=inputs.query_text(request, "search"),
+            limit=inputs.limit(request),
+            cursor=inputs.cursor(request),
         )
         return Response.json(page)
 
@@ -144,27 +137,28 @@ class Api:
         """Counts, success rates and durations per workflow and task name."""
         return Response.json(
             self.ops.stats(
-                since=_moment(request, "since"),
-                workflow=request.arg("workflow"),
-                task=request.arg("task"),
+                since=inputs.moment(request, "since"),
+                workflow=inputs.query_text(request, "workflow"),
+                task=inputs.query_text(request, "task"),
             )
         )
 
     def task_stats(self, request: Request, principal: Principal, params: Params) -> Response:
         """The statistics of one task name across runs."""
-        return Response.json(self.ops.task_stats(params["name"], since=_moment(request, "since")))
+        since = inputs.moment(request, "since")
+        return Response.json(self.ops.task_stats(params["name"], since=since))
 
     def start(self, request: Request, principal: Principal, params: Params) -> Response:
         """Start a run of a workflow registered in this process: 201 and its summary."""
-        body = request.json()
+        body = inputs.body(request)
         summary = self.ops.start(
-            _field(body, "workflow", str, required=True),
-            _field(body, "args", list, []),
-            _field(body, "kwargs", dict, {}),
-            id=_field(body, "id", str, None),
-            queue=_field(body, "queue", str, "default"),
-            priority=_field(body, "priority", int, 0),
-            actor=_actor(body, principal),
+            inputs.text(body, "workflow", required=True),
+            inputs.field(body, "args", list, []),
+            inputs.field(body, "kwargs", dict, {}),
+            id=inputs.text(body, "id"),
+            queue=inputs.text(body, "queue", "default"),
+            priority=inputs.priority(body),
+            actor=inputs.actor(body, principal),
         )
         response = Response.json(summary, 201)
         response.headers.append(("Location", request.url(f"/api/v1/runs/{summary['id']}")))
@@ -172,23 +166,23 @@ class Api:
 
     def cancel(self, request: Request, principal: Principal, params: Params) -> Response:
         """Cancel a run that has not finished."""
-        body = request.json()
-        return Response.json(self.ops.cancel(params["id"], actor=_actor(body, principal)))
+        body = inputs.body(request)
+        return Response.json(self.ops.cancel(params["id"], actor=inputs.actor(body, principal)))
 
     def retry(self, request: Request, principal: Principal, params: Params) -> Response:
         """Queue a failed or dead run again, reopening the steps that ended it."""
-        body = request.json()
-        return Response.json(self.ops.retry(params["id"], actor=_actor(body, principal)))
+        body = inputs.body(request)
+        return Response.json(self.ops.retry(params["id"], actor=inputs.actor(body, principal)))
 
     def send(self, request: Request, principal: Principal, params: Params) -> Response:
         """Send an event to a run: 201 and the stored event."""
-        body = request.json()
+        body = inputs.body(request)
         result = self.ops.send(
             params["id"],
-            _field(body, "name", str, required=True),
+            inputs.text(body, "name", required=True),
             body.get("data"),
-            sender=_actor(body, principal, "sender"),
-            key=_field(body, "key", str, None),
+            sender=inputs.actor(body, principal, "sender"),
+            key=inputs.text(body, "key"),
         )
         return Response.json(result, 201)
 
@@ -197,60 +191,3 @@ class Api:
 def openapi_document() -> bytes:
     """The bytes of openapi.json, read once from the package."""
     return importlib.resources.files(__package__).joinpath("openapi.json").read_bytes()
-
-
-def _field(
-    body: dict[str, Any], name: str, kind: type, default: Any = None, *, required: bool = False
-) -> Any:
-    """``body[name]``, checked to be a *kind* (JSON null counts as absent)."""
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise HTTPError(400, f"The request body needs a {name!r} field.")
-        return default
-    # bool is an int subclass in Python, but true is not a priority.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        wanted = {str: "a string", list: "an array", dict: "an object", int: "an integer"}
-        raise HTTPError(400, f"The {name!r} field must be {wanted[kind]}, not {value!r}.")
-    return value
-
-
-def _actor(body: dict[str, Any], principal: Principal, *names: str) -> str:
-    """Who acts: the first of *names* and ``actor`` the body gives, else the principal's
-    default ("api" for bearer clients, "dashboard" for browser sessions)."""
-    for name in (*names, "actor"):
-        value = _field(body, name, str, None)
-        if value is not None and value.strip():
-            return str(value.strip())
-    return principal.actor
-
-
-def _limit(request: Request) -> int:
-    text = request.arg("limit")
-    if text is None:
-        return 50
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
-        raise HTTPError(400, f"limit must be a whole number from 1 to {MAX_LIMIT}, not {text!r}.")
-    return int(text)
-
-
-def _moment(request: Request, name: str) -> float | None:
-    """Query parameter *name* as epoch seconds: ISO 8601 (UTC unless it says), or an
-    age before now like ``30m``, ``2h``, ``7d``."""
-    text = request.arg(name)
-    if text is None:
-        return None
-    age = _AGE.fullmatch(text.strip().lower())
-    if age is not None:
-        return time.time() - float(age[1]) * _SECONDS[age[2]]
-    try:
-        moment = dt.datetime.fromisoformat(_PLUS.sub(r"\1+\2", text.strip()))
-    except ValueError:
-        raise HTTPError(
-            400,
-            f"{name} must be an ISO 8601 time like 2026-01-31T12:00:00Z or an age "
-            f"like 30m, 2h or 7d, not {text!r}.",
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.timestamp()

@@ -24,6 +24,7 @@ from durable.runtime.engine import Engine
 
 from ._api import Api, Route
 from ._http import HTTPError, Request, Response, not_modified
+from ._inputs import path_params
 from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
 
 log = logging.getLogger("durable.web")
@@ -139,7 +140,7 @@ class WebApp:
             if candidate.method == method:
                 if method == "POST":
                     self.guard.check_post(request, principal)
-                return candidate.handler(request, principal, match.groupdict())
+                return candidate.handler(request, principal, path_params(match.groupdict()))
             allowed.append(candidate.method)
         if allowed:
             raise HTTPError(

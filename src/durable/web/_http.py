@@ -72,29 +72,6 @@ class Request:
             if part.strip()
         ]
 
-    def json(self) -> dict[str, Any]:
-        """The body parsed as a JSON object (an empty body reads as ``{}``).
-
-        Raises:
-            HTTPError: 413 for a body over `MAX_BODY`, 400 for anything but a JSON object.
-        """
-        try:
-            length = int(self.environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            raise HTTPError(400, "The Content-Length header is not a number.") from None
-        if length > MAX_BODY:
-            raise HTTPError(413, f"The request body is over {MAX_BODY} bytes; send less.")
-        raw = self.environ["wsgi.input"].read(length) if length > 0 else b""
-        if not raw.strip():
-            return {}
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as error:
-            raise HTTPError(400, f"The request body is not valid JSON: {error}.") from None
-        if not isinstance(body, dict):
-            raise HTTPError(400, "The request body must be a JSON object, like {}.")
-        return body
-
     def url(self, path: str) -> str:
         """The absolute path of *path* (relative to the app's root) under the mount."""
         return self.script_name + quote(path, safe="/?&=%:@")
@@ -145,8 +122,11 @@ class Response:
 
 
 def dumps(data: Any) -> bytes:
-    """JSON bytes; non-ASCII text stays as UTF-8."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+    """JSON bytes; non-ASCII text stays as UTF-8. A lone surrogate (stored by a Python
+    caller; the API refuses them) is written as its ``\\uXXXX`` escape, still valid
+    JSON, instead of failing the whole answer."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "backslashreplace")
 
 
 def etag_of(body: bytes) -> str:
