@@ -23,7 +23,7 @@ from durable.ops import Operations, OpsError
 from durable.runtime.engine import Engine
 
 from ._api import Api, Route
-from ._http import HTTPError, Request, Response, not_modified
+from ._http import HTTPError, Request, Response, not_modified, path_param
 from ._inputs import path_params
 from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
 
@@ -140,7 +140,8 @@ class WebApp:
             if candidate.method == method:
                 if method == "POST":
                     self.guard.check_post(request, principal)
-                return candidate.handler(request, principal, path_params(match.groupdict()))
+                params = {name: path_param(value) for name, value in match.groupdict().items()}
+                return candidate.handler(request, principal, path_params(params))
             allowed.append(candidate.method)
         if allowed:
             raise HTTPError(
@@ -222,7 +223,14 @@ class _ThreadingServer6(ThreadingServer):
 
 
 class QuietHandler(WSGIRequestHandler):
-    """Logs requests to the ``durable.web`` logger at DEBUG instead of to stderr."""
+    """Logs requests to the ``durable.web`` logger at DEBUG instead of to stderr, and
+    passes the raw request target on as ``REQUEST_URI`` (routing needs the undecoded
+    path: see `durable.web._http.Request.path`)."""
+
+    def get_environ(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environ()
+        environ["REQUEST_URI"] = self.path
+        return environ
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)

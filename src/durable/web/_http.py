@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, unquote_to_bytes
 
 #: The largest request body read, in bytes. Bodies are small JSON objects; a bigger
 #: one is a mistake or an attack, not a workflow argument worth a server's memory.
 MAX_BODY = 1 << 20
+
+#: What `Request.path` escapes inside a segment: a slash and the percent sign.
+_ESCAPED = re.compile("%2F|%25")
 
 
 class HTTPError(Exception):
@@ -41,8 +45,9 @@ class Request:
     def __init__(self, environ: dict[str, Any]) -> None:
         self.environ = environ
         self.method: str = environ.get("REQUEST_METHOD", "GET").upper()
-        #: WSGI hands paths over as latin-1 text of the raw bytes; run ids are UTF-8.
-        self.path = _utf8(environ.get("PATH_INFO", ""))
+        #: The path under the mount, decoded, except that a "/" or "%" inside a segment
+        #: stays "%2F" / "%25": routes split on real slashes only (`path_param` decodes).
+        self.path = _routed_path(environ)
         self.script_name = _utf8(environ.get("SCRIPT_NAME", "")).rstrip("/")
         self.query: dict[str, list[str]] = parse_qs(
             environ.get("QUERY_STRING", ""), keep_blank_values=True
@@ -144,6 +149,44 @@ def not_modified(request: Request, response: Response) -> Response:
         if tag in tags or "*" in tags:
             return Response(304, [("ETag", tag)])
     return response
+
+
+def path_param(value: str) -> str:
+    """A value matched in `Request.path`, with its escaped "/" and "%" decoded."""
+    return _ESCAPED.sub(lambda match: "/" if match[0] == "%2F" else "%", value)
+
+
+def _routed_path(environ: dict[str, Any]) -> str:
+    """`Request.path` from the raw request target (``RAW_URI`` or ``REQUEST_URI``, which
+    servers pass on undecoded), so that an id holding "%2F" stays one segment. Falls
+    back to PATH_INFO, where "%2F" is already a slash, when the server passes neither or
+    the raw target does not decode to SCRIPT_NAME + PATH_INFO (a middleware rewrote it).
+    """
+    script = environ.get("SCRIPT_NAME", "").encode("latin-1", "replace")
+    path_info = environ.get("PATH_INFO", "")
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or ""
+    raw = raw.partition("?")[0].partition("#")[0]
+    if raw.startswith("/"):
+        segments = [unquote_to_bytes(part) for part in raw[1:].split("/")]
+        whole = path_info.encode("latin-1", "replace")
+        if b"/" + b"/".join(segments) == script + whole:
+            # Drop the segments of the mount point; what is left is the app's path.
+            taken, mount = 0, b""
+            while taken < len(segments) and len(mount) < len(script):
+                mount += b"/" + segments[taken]
+                taken += 1
+            if mount == script:
+                rest = [_utf8_bytes(part) for part in segments[taken:]]
+                escaped = [part.replace("%", "%25").replace("/", "%2F") for part in rest]
+                return ("/" if rest else "") + "/".join(escaped)
+    return _utf8(path_info).replace("%", "%25")
+
+
+def _utf8_bytes(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
 
 
 def _utf8(text: str) -> str:
