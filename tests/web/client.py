@@ -112,8 +112,9 @@ class Client:
         """Open ``/?token=...`` like a browser; keep the cookie and fetch the CSRF token."""
         reply = self.get("/", query=f"token={token}")
         assert reply.status == 303, reply.body
-        cookie = SimpleCookie(reply.header("Set-Cookie"))
-        self.cookie = f"durable_session={cookie['durable_session'].value}"
+        [(name, morsel)] = SimpleCookie(reply.header("Set-Cookie")).items()
+        assert name.startswith("durable_session"), name
+        self.cookie = f"{name}={morsel.value}"
         self.csrf = self.get("/api/v1/session").json()["csrf"]
         return reply
 

@@ -61,7 +61,7 @@ def test_pages_without_credentials_explain_how_to_log_in(app: WebApp, path: str)
 
 
 def test_the_token_in_the_url_becomes_a_strict_httponly_cookie(app: WebApp) -> None:
-    """/?token=T sets durable_session (HttpOnly, SameSite=Strict, Path=/) and redirects
+    """/?token=T sets durable_session_<hex> (HttpOnly, SameSite=Strict, Path=/) and redirects
     with 303 to the same URL without the token; the cookie then authenticates."""
     client = Client(app)
     reply = client.get("/", query=f"token={TOKEN}&view=runs")
@@ -69,10 +69,10 @@ def test_the_token_in_the_url_becomes_a_strict_httponly_cookie(app: WebApp) -> N
     assert location_path(reply) == "/?view=runs"
     raw = reply.header("Set-Cookie") or ""
     assert re.search(r"(?i)\bHttpOnly\b", raw) and re.search(r"(?i)SameSite=Strict", raw)
-    morsel = SimpleCookie(raw)["durable_session"]
+    morsel = SimpleCookie(raw)[app.guard.cookie]
     assert morsel["path"] == "/" and not morsel["secure"]
     assert TOKEN not in morsel.value
-    client.cookie = f"durable_session={morsel.value}"
+    client.cookie = f"{app.guard.cookie}={morsel.value}"
     assert client.get("/api/v1/runs").status == 200
     page = client.get("/")
     assert page.status == 200 and page.content_type == "text/html"
@@ -92,7 +92,7 @@ def test_https_cookies_are_secure(app: WebApp) -> None:
         return app(environ, start_response)
 
     reply = Client(over_https).get("/", query=f"token={TOKEN}")
-    assert SimpleCookie(reply.header("Set-Cookie"))["durable_session"]["secure"]
+    assert SimpleCookie(reply.header("Set-Cookie"))[app.guard.cookie]["secure"]
 
 
 def test_bearer_tokens_authenticate_and_wrong_ones_do_not(app: WebApp, browser: Client) -> None:
@@ -114,9 +114,11 @@ def test_other_authorization_schemes_leave_the_cookie_in_charge(
 
 def test_the_session_is_found_among_other_apps_cookies(app: WebApp, browser: Client) -> None:
     """Other cookies on the host, even ones Python's cookie parser rejects, and another
-    app's durable_session, do not hide ours."""
+    app's durable_session cookie (even one of our name: an app at another path), do not
+    hide ours."""
     assert browser.cookie is not None
-    others = 'theme="a,b"; bad[1]=x; durable_session=other.0000; _xsrf=2|ab|cd'
+    ours = app.guard.cookie
+    others = f'theme="a,b"; bad[1]=x; durable_session=x.0; {ours}=other.0000; _xsrf=2|ab|cd'
     browser.cookie = f"{others}; {browser.cookie}; after=1"
     assert browser.get("/api/v1/runs").status == 200
 
@@ -126,11 +128,13 @@ def test_a_forged_or_foreign_cookie_is_refused(app: WebApp, browser: Client) -> 
     issued, authenticates nothing."""
     assert browser.cookie is not None
     session, _, signature = browser.cookie.partition("=")[2].partition(".")
-    forged = Client(app, cookie=f"durable_session={session}.{'0' * len(signature)}")
+    name = app.guard.cookie
+    forged = Client(app, cookie=f"{name}={session}.{'0' * len(signature)}")
     assert forged.get("/api/v1/runs").status == 401
     other = fake_app(None, token="another")
-    assert Client(other, cookie=browser.cookie).get("/api/v1/runs").status == 401
-    assert Client(app, cookie="durable_session=garbage").get("/api/v1/runs").status == 401
+    value = browser.cookie.partition("=")[2]
+    assert Client(other, cookie=f"{other.guard.cookie}={value}").get("/api/v1/runs").status == 401
+    assert Client(app, cookie=f"{name}=garbage").get("/api/v1/runs").status == 401
 
 
 def test_a_shared_secret_and_token_share_sessions() -> None:
@@ -328,7 +332,8 @@ def test_the_app_mounts_under_a_prefix(ops: FakeOps) -> None:
     assert bare.status == 308 and location_path(bare) == "/ops/durable/?a=1"
     login = client.login(TOKEN)
     assert location_path(login) == "/ops/durable/"
-    assert SimpleCookie(login.header("Set-Cookie"))["durable_session"]["path"] == "/ops/durable"
+    cookie = SimpleCookie(login.header("Set-Cookie"))[app.guard.cookie]
+    assert cookie["path"] == "/ops/durable"
     assert client.get("/api/v1/runs").json()["items"][0]["id"] == "r1"
     started = client.post("/api/v1/runs", {"workflow": "app.flow"}, headers={"Origin": ORIGIN})
     assert started.status == 201

@@ -112,7 +112,7 @@ def test_ui_prints_a_working_url_and_stops_on_ctrl_c(served: Served) -> None:
     )
     assert status == 201
     status, headers, _ = fetch(served.port, "GET", f"/?token={served.token}")
-    assert status == 303 and "durable_session=" in headers["Set-Cookie"]
+    assert status == 303 and re.match(r"durable_session_[0-9a-f]{12}=", headers["Set-Cookie"])
     assert fetch(served.port, "GET", "/api/v1/runs")[0] == 401
     code, stderr = served.stop()
     assert code == 0, stderr

@@ -18,7 +18,9 @@ the server, but with its own name in ``Host``.
 Sessions are stateless: the cookie is ``<session id>.<signature>``. Signatures and CSRF
 tokens are HMACs under a key derived from the secret and the token, so a new token (a
 restarted `durable ui` without ``--token``) ends every old session, and several
-processes that share a secret and token accept each other's sessions.
+processes that share a secret and token accept each other's sessions. The cookie's name
+(``durable_session_<12 hex>``) is derived from the same key: a browser sends every
+cookie of a host to every port, so two dashboards on one machine must not share one.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from urllib.parse import urlencode
 
 from ._http import HTTPError, Request, Response
 
+#: The session cookie's name is this, then "_" and 12 hex digits derived from the app's
+#: key: browsers share cookies between ports of one host, so two dashboards there
+#: must not overwrite each other's (`Guard.cookie`).
 COOKIE = "durable_session"
 
 #: Host names that always reach this machine (port removed, lower case).
@@ -78,6 +83,9 @@ class Guard:
         self.token = token
         self.read_only = read_only
         self._key = hmac.new(secret, b"durable.web\0" + token.encode(), hashlib.sha256).digest()
+        #: the session cookie's name: the same for every process sharing the secret
+        #: and token (they serve one dashboard), another for any other dashboard.
+        self.cookie = f"{COOKIE}_{self._sign(b'cookie-name', '')[:12]}"
         self._hosts = set(LOOPBACK)
         for host in allowed_hosts:
             self.allow_host(host)
@@ -106,8 +114,8 @@ class Guard:
             return unauthorized_page(wrong_token=True)
         session = secrets.token_urlsafe(24)
         cookie = SimpleCookie()
-        cookie[COOKIE] = f"{session}.{self._sign(b'session', session)}"
-        morsel = cookie[COOKIE]
+        cookie[self.cookie] = f"{session}.{self._sign(b'session', session)}"
+        morsel = cookie[self.cookie]
         morsel["httponly"] = True
         morsel["samesite"] = "Strict"
         morsel["path"] = request.script_name or "/"
@@ -175,10 +183,10 @@ class Guard:
     def _session(self, request: Request) -> str | None:
         # Parsed by hand: SimpleCookie gives up on the whole header at the first cookie
         # it dislikes, and on localhost every app on every port shares the cookie jar.
-        # Several durable_session cookies (apps mounted at nested paths) may come along.
+        # Several of our cookies (apps mounted at nested paths) may come along.
         for pair in (request.header("Cookie") or "").split(";"):
             name, _, value = pair.strip().partition("=")
-            if name != COOKIE:
+            if name != self.cookie:
                 continue
             session, _, signature = value.strip('"').partition(".")
             expected = self._sign(b"session", session)
