@@ -25,7 +25,7 @@ from durable.runtime.engine import Engine
 from ._api import Api, Route
 from ._http import HTTPError, Request, Response, not_modified, path_param
 from ._inputs import path_params
-from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
+from ._security import SECURITY_HEADERS, Guard, Principal, redact, unauthorized_page
 
 log = logging.getLogger("durable.web")
 
@@ -223,7 +223,8 @@ class _ThreadingServer6(ThreadingServer):
 
 
 class QuietHandler(WSGIRequestHandler):
-    """Logs requests to the ``durable.web`` logger at DEBUG instead of to stderr, and
+    """Logs requests to the ``durable.web`` logger at DEBUG instead of to stderr, with
+    the login token redacted (`redact`), and
     passes the raw request target on as ``REQUEST_URI`` (routing needs the undecoded
     path: see `durable.web._http.Request.path`)."""
 
@@ -233,7 +234,8 @@ class QuietHandler(WSGIRequestHandler):
         return environ
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+        # The request line may hold the login token (?token=...): never log it.
+        log.debug("%s %s", self.address_string(), redact(format % args))
 
 
 def serve(app: WebApp, host: str = "127.0.0.1", port: int = 0) -> ThreadingServer:

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
-from urllib.parse import urlencode
+from urllib.parse import unquote_plus, urlencode
 
 from ._http import HTTPError, Request, Response
 
@@ -198,6 +199,24 @@ class Guard:
         # One key, separate purposes: a cookie signature is never a valid CSRF token.
         message = purpose + b"\0" + session.encode()
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+
+
+def redact(text: str) -> str:
+    """*text* (a request line, a log message) with every secret it may carry replaced by
+    ``[redacted]``: the value of a ``token`` query parameter (its name matched however
+    it is cased or percent-encoded) and the credentials after ``Bearer`` or ``Basic``."""
+    text = _CREDENTIALS.sub(r"\1[redacted]", text)
+    return _QUERY_PAIR.sub(_redact_pair, text)
+
+
+_QUERY_PAIR = re.compile(r"(?<=[?&;])([^=&;\s?]*)=([^&;\s]*)")
+_CREDENTIALS = re.compile(r"(?i)\b((?:bearer|basic)\s+)\S+")
+
+
+def _redact_pair(match: re.Match[str]) -> str:
+    if unquote_plus(match[1]).strip().lower() != "token":
+        return match[0]
+    return f"{match[1]}=[redacted]"
 
 
 def unauthorized_page(*, wrong_token: bool = False) -> Response:
