@@ -14,7 +14,7 @@ from types import FrameType
 
 from durable.backends import DEFAULT_URL
 
-from .common import add_db_option, import_modules
+from .common import add_db_option, import_modules, positive
 
 log = logging.getLogger("durable.cli")
 
@@ -71,6 +71,20 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="a Host name to accept besides localhost and 127.0.0.1 (repeatable)",
     )
     ui.add_argument(
+        "--request-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds a client has to send a whole request before it is dropped (default: 10)",
+    )
+    ui.add_argument(
+        "--max-connections",
+        type=positive,
+        default=64,
+        metavar="N",
+        help="connections handled at once; more are answered 503 (default: 64)",
+    )
+    ui.add_argument(
         "--log-level",
         default="WARNING",
         type=str.upper,
@@ -119,7 +133,13 @@ def run(args: argparse.Namespace) -> int:
         engine, token=args.token, read_only=args.read_only, allowed_hosts=args.allow_host
     )
     try:
-        server = serve(app, host=args.host, port=args.port)
+        server = serve(
+            app,
+            host=args.host,
+            port=args.port,
+            request_timeout=args.request_timeout,
+            max_connections=args.max_connections,
+        )
     except OSError as error:
         engine.close()
         print(f"durable: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
@@ -144,6 +164,17 @@ def run(args: argparse.Namespace) -> int:
     server.server_close()
     engine.close()
     return 0
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds above 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 86400:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0.")
+    return value
 
 
 def _is_loopback(host: str) -> bool:

@@ -43,6 +43,7 @@ Security is described in `durable.web._security`; the endpoints in ``openapi.jso
 (served at ``api/v1/openapi.json``) and docs/reference/api.md.
 """
 
-from ._app import WebApp, make_app, serve
+from ._app import WebApp, make_app
+from ._server import serve
 
 __all__ = ["WebApp", "make_app", "serve"]

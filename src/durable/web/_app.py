@@ -1,4 +1,4 @@
-"""The WSGI application: checks, routing, the dashboard's files, and a threaded server.
+"""The WSGI application: checks, routing and the dashboard's files (`_server` serves it).
 
 Every request passes the same gate, in this order: the Host header (400), login by
 ``?token=`` on the page (303 and a cookie), authentication (401), then for a POST the
@@ -12,11 +12,8 @@ import importlib.resources
 import logging
 import re
 import secrets
-import socket
-import socketserver
 from collections.abc import Callable, Iterable
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from durable.errors import StorageError
 from durable.ops import Operations, OpsError
@@ -25,7 +22,7 @@ from durable.runtime.engine import Engine
 from ._api import Api, Route
 from ._http import HTTPError, Request, Response, not_modified, path_param
 from ._inputs import path_params
-from ._security import SECURITY_HEADERS, Guard, Principal, redact, unauthorized_page
+from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
 
 log = logging.getLogger("durable.web")
 
@@ -204,51 +201,3 @@ def make_app(
         secret=secret,
         owned=owned,
     )
-
-
-class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    """wsgiref's server with a thread per request, so a slow request blocks no other."""
-
-    daemon_threads = True  # a hung request must not keep the process from exiting
-    allow_reuse_address = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A browser that navigates away mid-response resets the connection; that is
-        # routine, not worth a traceback on stderr. (The app catches its own errors.)
-        log.debug("connection from %s failed", client_address, exc_info=True)
-
-
-class _ThreadingServer6(ThreadingServer):
-    address_family = socket.AF_INET6
-
-
-class QuietHandler(WSGIRequestHandler):
-    """Logs requests to the ``durable.web`` logger at DEBUG instead of to stderr, with
-    the login token redacted (`redact`), and
-    passes the raw request target on as ``REQUEST_URI`` (routing needs the undecoded
-    path: see `durable.web._http.Request.path`)."""
-
-    def get_environ(self) -> dict[str, Any]:
-        environ: dict[str, Any] = super().get_environ()
-        environ["REQUEST_URI"] = self.path
-        return environ
-
-    def log_message(self, format: str, *args: Any) -> None:
-        # The request line may hold the login token (?token=...): never log it.
-        log.debug("%s %s", self.address_string(), redact(format % args))
-
-
-def serve(app: WebApp, host: str = "127.0.0.1", port: int = 0) -> ThreadingServer:
-    """A threaded HTTP server for *app*, bound but not started.
-
-    Start it with ``server.serve_forever()`` (in a thread if you like); stop it with
-    ``server.shutdown()`` then ``server.server_close()``. Port 0 picks a free port:
-    read it from ``server.server_port``. *host* itself is added to the allowed Host
-    names, unless it is a wildcard address (0.0.0.0, ::) that names no host.
-    """
-    if host not in ("0.0.0.0", "::", ""):
-        app.allow_host(host)
-    server_class = _ThreadingServer6 if ":" in host else ThreadingServer
-    server = make_server(host, port, app, server_class=server_class, handler_class=QuietHandler)
-    assert isinstance(server, ThreadingServer)
-    return server
