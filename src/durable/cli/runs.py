@@ -155,7 +155,9 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
         "--until", type=parse_time, metavar="TIME", help="created before: ISO 8601 or an age"
     )
     parser.add_argument("--parent", metavar="ID", help="children of this run")
-    parser.add_argument("--search", metavar="TEXT", help="runs whose id contains TEXT")
+    parser.add_argument(
+        "--search", metavar="TEXT", help="runs whose id contains TEXT (case-sensitive)"
+    )
 
 
 def filters(args: argparse.Namespace) -> dict[str, Any]:

@@ -171,7 +171,7 @@ class RunQuery:
     #: created before this moment.
     until: float | None = None
     parent_id: str | None = None
-    #: a substring of the run id.
+    #: a substring of the run id: case-sensitive, every character literal.
     id_contains: str | None = None
     #: the page after this run, as (created_at, id): the last one of the previous page.
     after: tuple[float, str] | None = None

@@ -52,6 +52,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     inspection.check_purge_batches,
     inspection.check_purge_race,
     inspection.check_list_runs_newest_first_with_filters,
+    inspection.check_id_search_is_a_case_sensitive_substring,
     inspection.check_outcomes_of_runs_and_tasks,
     inspection.check_retry_reopens_failed_steps_and_queues,
     inspection.check_retry_keeps_the_outcomes_it_erases,

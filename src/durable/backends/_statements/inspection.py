@@ -30,15 +30,11 @@ def query_values(query: RunQuery) -> dict[str, Any]:
         "since": query.since,
         "until": query.until,
         "parent_id": query.parent_id,
-        "pattern": None if query.id_contains is None else f"%{_escape(query.id_contains)}%",
+        "search": query.id_contains,
         "after_created": None if query.after is None else query.after[0],
         "after_id": None if query.after is None else query.after[1],
     }
     return {name: value for name, value in values.items() if value is not None}
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 class InspectionStatements(Compiler):
@@ -263,8 +259,12 @@ class RunListings:
             where.append(r.created_at < sa.bindparam("until", type_=sa.Double))
         if "parent_id" in values:
             where.append(r.parent_id == sa.bindparam("parent_id", type_=sa.Text))
-        if "pattern" in values:
-            where.append(r.id.like(sa.bindparam("pattern", type_=sa.Text), escape="\\"))
+        if "search" in values:
+            # A case-sensitive substring, as on the memory backend: LIKE would ignore
+            # ASCII case on SQLite (and make "%" and "_" wildcards).
+            needle = sa.bindparam("search", type_=sa.Text)
+            position = sa.func.strpos if self._compiler.postgres else sa.func.instr
+            where.append(position(r.id, needle) > 0)
         if "after_created" in values:
             after = sa.bindparam("after_created", type_=sa.Double)
             where.append(r.created_at <= after)  # a plain bound first: an index range
