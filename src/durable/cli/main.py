@@ -14,7 +14,9 @@ from durable.errors import DurableError
 from durable.ops import OpsError
 
 from . import actions, check, purge, runs, ui, worker
-from .output import CommandError
+from .output import CommandError, printable
+
+NEWLINE = "\n"
 
 EXIT_CODES = """\
 exit codes:
@@ -63,9 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except (OpsError, CommandError) as error:
-        print(f"durable: {error}", file=sys.stderr)
+        print(f"durable: {printable(str(error), keep=NEWLINE)}", file=sys.stderr)
         return error.exit_code
     except DurableError as error:
-        print(f"durable: {error}", file=sys.stderr)
+        print(f"durable: {printable(str(error), keep=NEWLINE)}", file=sys.stderr)
         return 1
     return code

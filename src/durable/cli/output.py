@@ -6,6 +6,10 @@ so a script reads the same fields from the CLI as from the REST API. The table i
 eyes only: fixed columns, long cells cut with "…", times in UTC to the second.
 Besides the generic list and object printers, two shapes have their own: one run in
 full (`run_text`, for `durable show`) and the results of a bulk action (`BulkReport`).
+
+Whatever people read (tables, texts, bulk lines, ``durable: <error>``) passes
+`printable`: stored text comes from API clients, and a raw escape sequence in an id
+could clear the operator's screen or plant a fake hyperlink.
 """
 
 from __future__ import annotations
@@ -13,12 +17,17 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 FORMATS = ("table", "json", "jsonl", "csv")
+
+#: What a terminal would act on or cannot print: C0 controls, DEL, C1 controls (CSI,
+#: OSC...), bidirectional overrides and isolates, lone surrogates.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 Row = Mapping[str, Any]
 
@@ -113,9 +122,23 @@ def error_line(error: Mapping[str, Any] | None) -> str:
     return f"{kind}: {message}" if message else kind
 
 
+def printable(text: str, keep: str = "") -> str:
+    """*text* with every control character written as its Python escape (``\\x1b``,
+    ``\\u202e``), except those in *keep* (``"\\n"`` for multi-line text)."""
+    if text.isprintable():
+        return text
+    return _CONTROLS.sub(lambda m: m[0] if m[0] in keep else _escaped(m[0]), text)
+
+
+def _escaped(char: str) -> str:
+    return char.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
 def cut(text: str, width: int) -> str:
-    """*text* on one line, at most *width* characters, "…" marking a cut."""
-    flat = " ".join(text.split()) if any(c in text for c in "\n\r\t") else text
+    """*text* on one line, escaped (`printable`), at most *width* characters, "…"
+    marking a cut."""
+    flat = printable(text, keep="\n\t")
+    flat = " ".join(flat.split()) if any(c in flat for c in "\n\t") else flat
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -169,7 +192,7 @@ def print_items(
     elif fmt == "csv":
         write_csv(rows, out, fields)
     elif rows:
-        print(table(rows, columns), file=out)
+        print(table(rows, columns), file=out)  # table() escapes every cell
     else:
         print(empty, file=out)
 
@@ -183,7 +206,7 @@ def print_object(answer: Mapping[str, Any], fmt: str, text: Callable[[], str]) -
     elif fmt == "csv":
         write_csv([answer], sys.stdout)
     else:
-        print(text())
+        print(printable(text(), keep="\n"))
 
 
 def write_csv(rows: Sequence[Row], out: TextIO, fields: Sequence[str] = ()) -> None:
@@ -215,7 +238,7 @@ def _jsonl(value: Any) -> str:
 
 def note(message: str) -> None:
     """A message for the person at the terminal, on stderr (stdout stays parseable)."""
-    print(message, file=sys.stderr)
+    print(printable(message, keep="\n"), file=sys.stderr)
 
 
 # -- one run, for `durable show` ------------------------------------------------------
@@ -303,7 +326,8 @@ class BulkReport:
         self.items.append(row)
         self.failed += error is not None
         if self.fmt == "table":
-            print(f"{run_id:<32}  " + ("ok" if error is None else f"failed: {error}"))
+            outcome = "ok" if error is None else f"failed: {error}"
+            print(printable(f"{run_id:<32}  {outcome}"))
         elif self.fmt == "jsonl":
             print(json.dumps(row, separators=(",", ":")))
         elif self.fmt == "csv":
