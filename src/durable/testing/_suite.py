@@ -7,6 +7,7 @@ from collections.abc import Callable
 from . import _conformance_history as history
 from . import _conformance_inspection as inspection
 from . import _conformance_runs as runs
+from . import _conformance_search as search
 from . import _conformance_waits as waits
 from ._conformance import MakeBackend
 
@@ -52,7 +53,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     inspection.check_purge_batches,
     inspection.check_purge_race,
     inspection.check_list_runs_newest_first_with_filters,
-    inspection.check_id_search_is_a_case_sensitive_substring,
+    search.check_id_search_is_a_case_sensitive_substring,
     inspection.check_outcomes_of_runs_and_tasks,
     inspection.check_retry_reopens_failed_steps_and_queues,
     inspection.check_retry_keeps_the_outcomes_it_erases,
