@@ -13,9 +13,9 @@ from durable.backends.memory import MemoryBackend
 from durable.core.hashing import call_hash
 from durable.core.records import NewRun
 from durable.errors import RunDead
-from durable.runtime.owners import host
+from durable.runtime.owners import place
 
-DEAD_OWNER = f"{host()}:999999:1:gone"  # a pid that does not exist on this host
+DEAD_OWNER = f"{place()}:999999:1:gone"  # a pid that does not exist in this place
 
 bodies: list[str] = []
 

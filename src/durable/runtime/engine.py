@@ -174,10 +174,10 @@ class Engine(Host):
         """Resume every run whose owner is gone, every blocked run, and every run whose
         wait is over.
 
-        A run whose owner was a process on this host that no longer exists is taken over
-        at once; other runs once their lease has expired. Runs whose workflow is not
-        registered here are left untouched (and logged once). Finished tasks are not run
-        again: each run replays its history.
+        A run whose owner was a process in this place (host, boot and PID namespace) that
+        no longer exists is taken over at once; other runs once their lease has expired.
+        Runs whose workflow is not registered here are left untouched (and logged once).
+        Finished tasks are not run again: each run replays its history.
 
         Args:
             wait: block until the resumed runs end (their outcomes are recorded, not
@@ -188,7 +188,7 @@ class Engine(Host):
         """
         while self.backend.wake_due(limit=500) == 500:
             pass  # sleeping runs that are due: queued, then resumed below
-        candidates = self.backend.recoverable(host=owners.host())
+        candidates = self.backend.recoverable(host=owners.place())
         ids = {run.id for run in candidates}
         claimed: list[tuple[Run, Durable[..., Any]]] = []
         for run in candidates:

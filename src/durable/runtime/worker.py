@@ -4,9 +4,10 @@ A worker claims in batches (as many runs as it has free slots), highest priority
 first, then oldest; it wakes on notifications (LISTEN/NOTIFY on PostgreSQL) and polls
 anyway. It also keeps the time of the earliest sleeping run (re-read when a run starts
 sleeping, and every poll) and queues sleeping runs as they come due; a waiting run
-holds no slot. Every few seconds it sweeps for runs whose owner died (at once when that owner
-was a process on this host) or whose lease expired, and takes them over. It never
-claims a run whose workflow it does not know: that run waits for a worker that does.
+holds no slot. Every few seconds it sweeps for runs whose owner died (at once when that
+owner was a process in this place: host, boot and PID namespace) or whose lease expired,
+and takes them over. It never claims a run whose workflow it does not know: that run
+waits for a worker that does.
 
 A run taken over from a dead owner may be what killed it, so a worker runs at most one
 such unproven run at a time, until it records a new step: a poison run then takes no
@@ -220,7 +221,7 @@ class Worker:
             if name not in names:
                 self.engine.warn_unknown(name, f"queued work in {', '.join(self.queues)}")
         wanted = (RunStatus.RUNNING, RunStatus.BLOCKED) if include_blocked else (RunStatus.RUNNING,)
-        for run in self.engine.backend.recoverable(host=owners.host()):
+        for run in self.engine.backend.recoverable(host=owners.place()):
             if free <= 0:
                 return deferred
             if (

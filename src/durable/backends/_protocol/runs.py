@@ -138,9 +138,10 @@ class RunStore(Protocol):
         """Return runs that may need a new owner.
 
         That is BLOCKED runs, QUEUED runs that were started before (released, or woken
-        from a wait), and RUNNING runs whose lease expired or whose owner names *host*
-        (the caller checks whether that process still lives). Sleeping runs that are due
-        are not listed: `wake_due` queues them first.
+        from a wait), and RUNNING runs whose lease expired or whose owner string starts
+        with ``host + ":"`` (the caller passes its place, ``host@boot-id.pid-namespace``,
+        and checks whether that process still lives). Sleeping runs that are due are not
+        listed: `wake_due` queues them first.
         """
         ...
 
