@@ -14,6 +14,7 @@ inherited PostgreSQL connection would end the parent's session too.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -25,9 +26,11 @@ from typing import Any, TypeVar
 from durable.core import faults as _faults
 from durable.errors import ConfigurationError, StorageError
 
+from ._file_watch import FileWatch
 from ._relaxed import RelaxedCommits
 
 T = TypeVar("T")
+log = logging.getLogger("durable")
 
 _SYNCHRONOUS = ("FULL", "NORMAL", "EXTRA")
 
@@ -79,11 +82,13 @@ class Session:
     ``rowcount`` and ``description``, valid until the next ``execute`` on the session.
     """
 
-    __slots__ = ("conn", "execute")
+    __slots__ = ("conn", "execute", "generation")
 
-    def __init__(self, conn: Any, cursor: Any = None) -> None:
+    def __init__(self, conn: Any, cursor: Any = None, generation: int = 0) -> None:
         self.conn = conn
         self.execute: Callable[..., Any] = (cursor or conn).execute
+        #: which opening of the database it belongs to (see `Connections.follow`).
+        self.generation = generation
 
 
 #: Seconds a PostgreSQL connection attempt may take, unless the URL says otherwise
@@ -199,6 +204,9 @@ class Connections:
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
+        self._watch: FileWatch | None = None
+        self._reopened: Callable[[], None] = lambda: None
+        self._generation = 0
         if kind == "sqlite":
             self.driver_error: tuple[type[BaseException], ...] = (sqlite3.Error,)
             self.lost_error: type[BaseException] = sqlite3.OperationalError
@@ -211,13 +219,14 @@ class Connections:
 
     def open(self) -> Session:
         """A new session, outside the pool (the caller closes ``session.conn``)."""
+        generation = self._generation  # read first: a file replaced meanwhile is newer
         try:
             conn = self._open()
             if self.kind == "postgresql":
                 import psycopg
 
                 return Session(conn, psycopg.RawCursor(conn))
-            return Session(conn)
+            return Session(conn, generation=generation)
         except self.driver_error as error:
             advice = _advice(error) or (
                 "Check the URL and that the database is running and reachable."
@@ -232,18 +241,45 @@ class Connections:
             raise StorageError(f"The backend for {self.masked_url} is closed.")
         if self._pid != os.getpid():
             self.forget()
+        if self._watch is not None:
+            self._follow_file(self._watch)
         with self._lock:
             if self._idle:
                 return self._idle.pop()
         return self.open()
 
     def checkin(self, session: Session) -> None:
-        """Return a healthy session to the pool (or close it, once closed)."""
+        """Return a healthy session to the pool (or close it, once closed or once its
+        file was replaced)."""
         with self._lock:
-            if not self._closed:
+            if not self._closed and session.generation == self._generation:
                 self._idle.append(session)
                 return
         close_quietly(session.conn)
+
+    def follow(self, watch: FileWatch, reopened: Callable[[], None]) -> None:
+        """Follow a SQLite file's path (see `_file_watch.py`): when it names another file,
+        drop every connection and call *reopened* (which creates the schema if needed)."""
+        self._reopened = reopened
+        self._watch = watch
+        watch.opened()
+
+    def _follow_file(self, watch: FileWatch) -> None:
+        news = watch.moved()
+        if news is None:
+            return
+        log.warning("%s", news)
+        with self._lock:
+            self._generation += 1  # sessions in use now are closed when they come back
+            idle, self._idle = self._idle, []
+        for session in idle:
+            close_quietly(session.conn)
+        try:
+            self._reopened()
+        except BaseException:
+            watch.retry()
+            raise
+        watch.opened()
 
     def broken(self, session: Session) -> bool:
         """Whether *session* can no longer be used (PostgreSQL only; files do not break)."""

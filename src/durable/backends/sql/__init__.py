@@ -28,6 +28,7 @@ from durable.backends._connections import (
     sqlite_opener,
     sqlite_synchronous,
 )
+from durable.backends._file_watch import FileWatch
 from durable.backends._group import GroupCommit, in_one_transaction
 from durable.backends._hub import Hub
 from durable.backends._relaxed import RelaxedCommits
@@ -99,13 +100,17 @@ class SQLBackend(SQLRuns, SQLHistory, SQLWaits, SQLInspection):
         # SQLite takes lists as JSON arrays (json_each); psycopg adapts Python lists.
         self._names = json.dumps if kind == "sqlite" else list
         try:
-            self._db.run(
-                "Creating the schema",
-                lambda conn, _: _schema.migrate(conn, self._db, self._dialect),
-            )
+            self._migrate()
         except BaseException:
             self.close()
             raise
+        if kind == "sqlite":  # a file replaced or deleted under us: see _file_watch.py
+            self._db.follow(FileWatch(Path(str(self.url.database))), self._migrate)
+
+    def _migrate(self) -> None:
+        self._db.run(
+            "Creating the schema", lambda conn, _: _schema.migrate(conn, self._db, self._dialect)
+        )
 
     def close(self) -> None:
         """Release connections and threads: stop listening and close idle connections;
