@@ -9,6 +9,13 @@ plain objects by class name and fields. Objects it cannot see into (no fields, n
 known type) contribute their class name only: a weak identity, documented in
 docs/concepts/replay.md. A value that contains itself is written as a back-reference
 to the enclosing value, so linked structures (parent <-> child) stay linear to walk.
+
+The whole value is walked, at every depth, without recursion: each container is a
+generator that asks the loop in `_walk` for its parts (``yield (part, depth, out)``)
+and is resumed once the part is written, so nesting is bounded by memory, not by the
+interpreter's stack. (Until issue 23 the walk was recursive and wrote only the type
+of a container nested more than 64 levels deep; for every value within that depth
+the text is the same, byte for byte, so stored hashes still match.)
 """
 
 from __future__ import annotations
@@ -18,16 +25,15 @@ import datetime as dt
 import decimal
 import enum
 import hashlib
+import itertools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 from .names import stored_module
 
 #: Bumped whenever the canonical form changes, so old hashes are never compared with new.
 HASH_VERSION = "v1"
-
-_MAX_DEPTH = 64
 
 #: Ints below 2**2048 have at most 617 digits, under the 640 that no
 #: ``sys.set_int_max_str_digits`` setting can go below; wider ones are converted in
@@ -45,15 +51,31 @@ _UNSET: Any = object()
 def call_hash(kind: str, name: str, arguments: Mapping[str, Any]) -> str:
     """Return the versioned hash of a call: its kind, name and bound arguments."""
     out: list[str] = [kind, "\x00", name, "\x00"]
-    _dict(arguments, out, 0, {})
+    flat = _flat(arguments)
+    if flat is None:
+        _walk(_dict(arguments, out, 0), {})
+    else:
+        out.append(flat)
     digest = hashlib.blake2b("".join(out).encode("utf-8", "surrogatepass"), digest_size=16)
     return f"{HASH_VERSION}:{digest.hexdigest()}"
+
+
+def _flat(arguments: Mapping[str, Any]) -> str | None:
+    """The text of arguments that are all scalars (most calls), or None."""
+    items = []
+    for key, value in arguments.items():
+        k, v = _scalar(key), _scalar(value)
+        if k is None or v is None:
+            return None
+        items.append(f"{k}={v}")
+    items.sort()
+    return f"d{len(items)}{{{''.join(items)}}}"
 
 
 def canonical(value: Any) -> str:
     """Return the canonical text of one value (exposed for tests and debugging)."""
     out: list[str] = []
-    _encode(value, out, 0, {})
+    _walk(_part(value, 0, out), {})
     return "".join(out)
 
 
@@ -90,74 +112,126 @@ def _scalar(value: Any) -> str | None:
     return None
 
 
-def _encode(value: Any, out: list[str], depth: int, open_: _Open) -> None:
-    # Scalars first: they are the common case and the cheapest.
-    text = _scalar(value)
-    if text is not None:
-        out.append(text)
-        return
-    t = type(value)
-    if depth > _MAX_DEPTH:
-        out.append(f"w{_qualname(t)};")
-    elif id(value) in open_:
-        # A cycle. Walking it again until _MAX_DEPTH would cost 2**64 steps on a
-        # doubly linked structure; how many levels up it points is stable instead.
-        out.append(f"r{depth - open_[id(value)]};")
-    else:
-        open_[id(value)] = depth
+#: What a container's generator yields: a part to write, its depth, and where to.
+_Part = tuple[Any, int, list[str]]
+_Writer = Generator[_Part, None, None]
+
+
+def _part(value: Any, depth: int, out: list[str]) -> _Writer:
+    """A one-part writer: *value* at *depth* into *out* (the start of a walk)."""
+    yield value, depth, out
+
+
+def _walk(writer: _Writer, open_: _Open) -> None:
+    """Run *writer* and every writer its parts need, innermost first, with a stack of
+    generators instead of the call stack."""
+    stack: list[tuple[_Writer, int | None]] = [(writer, None)]
+    while stack:
+        top, key = stack[-1]
         try:
-            _encode_container(value, t, out, depth, open_)
-        finally:
-            del open_[id(value)]
+            value, depth, out = next(top)
+        except StopIteration:
+            stack.pop()
+            if key is not None:
+                del open_[key]
+            continue
+        text = _scalar(value)
+        if text is not None:
+            out.append(text)
+        elif id(value) in open_:
+            # A cycle. Walking it again would never end (and cost 2**n steps on a
+            # doubly linked structure); how many levels up it points is stable instead.
+            out.append(f"r{depth - open_[id(value)]};")
+        else:
+            key = id(value)
+            open_[key] = depth
+            stack.append((_container(value, type(value), out, depth), key))
 
 
-def _encode_container(value: Any, t: type, out: list[str], depth: int, open_: _Open) -> None:
+def _container(value: Any, t: type, out: list[str], depth: int) -> _Writer:
     if t is list or t is tuple:
         out.append(f"{'l' if t is list else 't'}{len(value)}[")
         for item in value:
-            _encode(item, out, depth + 1, open_)
+            text = _scalar(item)  # the common case, without a round trip through _walk
+            if text is None:
+                yield item, depth + 1, out
+            else:
+                out.append(text)
         out.append("]")
     elif t is dict:
-        _dict(value, out, depth, open_)
+        yield from _dict(value, out, depth)
     elif t is set or t is frozenset:
-        out.append(f"S{len(value)}{{")
-        out.extend(sorted(_canonical_at(item, depth + 1, open_) for item in value))
-        out.append("}")
+        yield from _set(value, out, depth)
     else:
-        _encode_other(value, t, out, depth, open_)
+        yield from _other(value, t, out, depth)
 
 
-def _canonical_at(value: Any, depth: int, open_: _Open) -> str:
-    text = _scalar(value)
-    if text is not None:
-        return text
-    out: list[str] = []
-    _encode(value, out, depth, open_)
-    return "".join(out)
+def _dict(value: Mapping[Any, Any], out: list[str], depth: int) -> _Writer:
+    """``d<n>{k=v...}``, items sorted by their text ``k=v``.
 
-
-def _dict(value: Mapping[Any, Any], out: list[str], depth: int, open_: _Open) -> None:
+    When the keys' texts are distinct and none is a prefix of another (str and int
+    keys always are), ``k=v`` texts sort as their keys do: the values are then
+    written straight into *out*, in key order, and a deep value is never copied.
+    Otherwise each item is written apart, and the texts sorted.
+    """
     out.append(f"d{len(value)}{{")
-    items = [
-        _canonical_at(k, depth + 1, open_) + "=" + _canonical_at(v, depth + 1, open_)
-        for k, v in value.items()
-    ]
-    items.sort()
-    out.extend(items)
+    keyed: list[tuple[str, Any]] = []
+    for k, v in value.items():
+        text = _scalar(k)
+        if text is None:
+            buffer: list[str] = []
+            yield k, depth + 1, buffer
+            text = "".join(buffer)
+        keyed.append((text, v))
+    keyed.sort(key=_first)
+    if all(not b[0].startswith(a[0]) for a, b in itertools.pairwise(keyed)):
+        for text, v in keyed:
+            scalar = _scalar(v)
+            if scalar is None:
+                out.append(text + "=")
+                yield v, depth + 1, out
+            else:
+                out.append(f"{text}={scalar}")
+    else:
+        items = []
+        for text, v in keyed:
+            buffer = [text, "="]
+            yield v, depth + 1, buffer
+            items.append("".join(buffer))
+        items.sort()
+        out.extend(items)
     out.append("}")
 
 
-def _encode_other(value: Any, t: type, out: list[str], depth: int, open_: _Open) -> None:
+def _first(pair: tuple[str, Any]) -> str:
+    return pair[0]
+
+
+def _set(value: Any, out: list[str], depth: int) -> _Writer:
+    out.append(f"S{len(value)}{{")
+    if len(value) == 1:  # nothing to sort: written in place, however deep
+        yield next(iter(value)), depth + 1, out
+    else:
+        texts = []
+        for item in value:
+            buffer: list[str] = []
+            yield item, depth + 1, buffer
+            texts.append("".join(buffer))
+        out.extend(sorted(texts))
+    out.append("}")
+
+
+def _other(value: Any, t: type, out: list[str], depth: int) -> _Writer:
     name = _qualname(t)
     if isinstance(value, enum.Enum):
         out.append(f"e{name}:")
-        _encode(value.value, out, depth + 1, open_)
+        yield value.value, depth + 1, out
     elif isinstance(value, bool | int | str | float):
         # Subclasses of scalars (IntEnum handled above): keep the class, then the value
         # as its builtin base (not __mro__[-2], which is a mixin in class S(str, Mixin)).
         base = next(b for b in (int, float, str) if isinstance(value, b))
         out.append(f"x{name}:")
-        _encode(base(value), out, depth + 1, open_)
+        yield base(value), depth + 1, out
     elif isinstance(value, bytes | bytearray | memoryview):
         data = bytes(value)
         out.append(f"b{len(data)}:{data.hex()};")
@@ -169,13 +243,13 @@ def _encode_other(value: Any, t: type, out: list[str], depth: int, open_: _Open)
         out.append(f"m{name}:{value};")
     elif isinstance(value, list | tuple):
         out.append(f"x{name}:")
-        _encode(list(value), out, depth + 1, open_)
+        yield list(value), depth + 1, out
     elif isinstance(value, dict):
         out.append(f"x{name}:")
-        _dict(value, out, depth + 1, open_)
+        yield from _dict(value, out, depth + 1)
     elif isinstance(value, set | frozenset):
         out.append(f"x{name}:")
-        _encode(frozenset(value), out, depth + 1, open_)
+        yield frozenset(value), depth + 1, out
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         out.append(f"c{name}:")
         # A field that was never assigned (init=False, no default) is simply absent.
@@ -184,10 +258,10 @@ def _encode_other(value: Any, t: type, out: list[str], depth: int, open_: _Open)
             for f in dataclasses.fields(value)
             if (v := getattr(value, f.name, _UNSET)) is not _UNSET
         }
-        _dict(fields, out, depth + 1, open_)
+        yield from _dict(fields, out, depth + 1)
     elif callable(getattr(value, "model_dump", None)) and hasattr(t, "model_fields"):
         out.append(f"p{name}:")
-        _encode(value.model_dump(), out, depth + 1, open_)
+        yield value.model_dump(), depth + 1, out
     elif isinstance(value, type) or (callable(value) and hasattr(value, "__qualname__")):
         durable_name = getattr(value, "durable_name", None)
         ident = durable_name if isinstance(durable_name, str) else _qualname(value)
@@ -196,7 +270,7 @@ def _encode_other(value: Any, t: type, out: list[str], depth: int, open_: _Open)
         state = getattr(value, "__dict__", None)
         if isinstance(state, dict) and state:
             out.append(f"o{name}:")
-            _dict(state, out, depth + 1, open_)
+            yield from _dict(state, out, depth + 1)
         else:
             # Nothing stable to look at: the class alone is the identity (weak).
             out.append(f"w{name};")
