@@ -46,6 +46,7 @@ from hypothesis.stateful import (
 
 from durable.backends import Backend, MemoryBackend
 from durable.core.records import NewRun, RunStatus, Step, StepKind, StepStatus
+from durable.core.run_options import PRIORITY_MAX, PRIORITY_MIN
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 from tests.backends._backend_model import (
     EXPIRED,
@@ -92,6 +93,8 @@ SETTINGS = settings(
 )
 
 OWNER = st.sampled_from(OWNERS)
+#: Priorities: small ones that tie often, and the ends of the int4 range they must fit.
+PRIORITY = st.sampled_from((0, 1, 2, PRIORITY_MIN, PRIORITY_MAX))
 #: The epoch a call passes, relative to the run's: mostly its own, sometimes a stale one.
 SHIFT = st.sampled_from((0, 0, 0, 0, 0, -1, 1))
 #: What a suspending run waits for, besides its timer (see `_waiting_on`).
@@ -183,7 +186,7 @@ class BackendMachine(RuleBasedStateMachine):
         owners=st.tuples(st.none() | OWNER, st.none() | OWNER, st.none() | OWNER),
         parent_of_r2=st.sampled_from(("r0", "r1", None)),
         queue=st.sampled_from(QUEUES),
-        priority=st.integers(0, 2),
+        priority=PRIORITY,
     )
     def family(
         self,
@@ -203,7 +206,7 @@ class BackendMachine(RuleBasedStateMachine):
         run_id=st.sampled_from(RUN_IDS),
         owner=st.none() | OWNER,
         queue=st.sampled_from(QUEUES),
-        priority=st.integers(0, 2),
+        priority=PRIORITY,
         workflow=st.sampled_from(WORKFLOWS),
         same_call=st.booleans(),
         parent=st.none() | runs,
@@ -219,7 +222,9 @@ class BackendMachine(RuleBasedStateMachine):
         same_call: bool,
         parent: str | None,
     ) -> MultipleResults[str]:
-        """create_run: a new id is created (queued or owned), a known id is returned as is."""
+        """create_run: a new id is created (queued or owned), a known id is returned as is,
+        with the parent it was stored with whatever parent the call names (the engine
+        tells a parent's own child from a foreign run at the child's id by it)."""
         created = self._create(
             run_id, owner, queue, priority, workflow, same_call=same_call, parent=parent
         )
@@ -694,3 +699,31 @@ def test_recording_over_a_retrying_step_keeps_its_first_start(
     for name, dump in dumps.items():
         (step,) = dump.history["r1"]
         assert (step.status, step.attempts, step.started_at) == (StepStatus.COMPLETED, 2, 1.0), name
+
+
+def test_create_returns_the_stored_parent_and_priority(
+    open_backends: Callable[[], Backends],
+) -> None:
+    """A known id comes back with its stored parent (none, here) and its int4-limit
+    priority, though the second create names a parent and another priority."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(None, None, None), parent_of_r2=None, queue="default", priority=PRIORITY_MAX
+        ),
+        lambda m: m.create(
+            run_id="r2",
+            owner=None,
+            queue="default",
+            priority=PRIORITY_MIN,
+            workflow="wf.a",
+            same_call=True,
+            parent="r0",
+        ),
+        lambda m: m.claim_next(owner=OWNERS[0], queue="default", workflows=WORKFLOWS, limit=3),
+    )
+    for name, dump in dumps.items():
+        r1, r2 = dump.runs["r1"], dump.runs["r2"]
+        assert r1 is not None and r2 is not None
+        assert (r2.parent, r2.priority) == (None, 0), name
+        assert (r1.parent, r1.priority, r1.status) == ("r0", PRIORITY_MAX, RunStatus.RUNNING), name

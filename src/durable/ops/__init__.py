@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from durable.core.records import Run, RunQuery, RunStatus
+from durable.core.run_options import check_priority, check_queue, check_run_id
 from durable.errors import (
     IdempotencyConflict,
     RunFinished,
@@ -178,6 +179,13 @@ class Operations:
         actor: str | None = None,
     ) -> dict[str, Any]:
         """Queue a run of a registered workflow (or task) for a worker to execute."""
+        try:  # the same checks as dispatch(), before anything else is looked at
+            if id is not None:
+                check_run_id(id)
+            check_queue(queue)
+            check_priority(priority)
+        except (TypeError, ValueError) as error:
+            raise BadRequest(str(error)) from None
         target = _registry.find(workflow)
         if target is None:
             raise NotFound(

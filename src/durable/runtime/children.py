@@ -18,6 +18,7 @@ from durable.core.functions import Call
 from durable.core.hashing import call_hash
 from durable.core.records import Step, StepKind, StepStatus
 from durable.core.replay import describe
+from durable.core.run_options import check_priority, check_queue
 from durable.errors import (
     Cancelled,
     IdempotencyConflict,
@@ -83,10 +84,19 @@ def _child_failed(context: RunContext, pending: Pending, error: BaseException) -
     if isinstance(error, StorageError | LeaseLost):
         raise context.poison(error) from None  # the database failed, not the child
     if isinstance(error, IdempotencyConflict):
+        if _foreign(context, pending):
+            context.failed(pending, error)  # not a change of code: a run in the way
+            return
         raise _changed_under(context, pending) from None
     if isinstance(error, Cancelled):
         context.cancel_delivered = True  # a Cancelled reached this workflow: that was it
     context.failed(pending, error)
+
+
+def _foreign(context: RunContext, pending: Pending) -> bool:
+    """Whether the run at the child's id is not this run's child (see `runs.create`)."""
+    found = context.host.backend.get_run(child_id(context, pending.position))
+    return found is not None and found.parent_id != context.run_id
 
 
 def _changed_under(context: RunContext, pending: Pending) -> BaseException:
@@ -105,7 +115,14 @@ def _changed_under(context: RunContext, pending: Pending) -> BaseException:
 
 
 def dispatch(context: RunContext, call: Call[Any], *, queue: str, priority: int) -> str:
-    """Start *call* as a queued child run; record and return its id."""
+    """Start *call* as a queued child run; record and return its id.
+
+    Raises:
+        TypeError, ValueError: *queue* or *priority* is not one a run can have;
+            nothing was recorded.
+    """
+    check_queue(queue)
+    check_priority(priority)
     position = context.allocate()
     target = call.target
     digest = call_hash(
@@ -124,7 +141,10 @@ def dispatch(context: RunContext, call: Call[Any], *, queue: str, priority: int)
         runs.create(
             context.host, call, run_id, context.run_id, owner=None, queue=queue, priority=priority
         )
-    except IdempotencyConflict:
+    except IdempotencyConflict as error:
+        if _foreign(context, pending):
+            context.failed(pending, error)
+            raise
         raise _changed_under(context, pending) from None
     except StorageError as error:
         # Not the workflow's failure: the database is. Let go; a replay dispatches again

@@ -15,6 +15,7 @@ from durable.core.functions import Call, Durable
 from durable.core.hashing import call_hash
 from durable.core.ids import new_run_id
 from durable.core.records import NewRun, Run, RunStatus
+from durable.core.run_options import check_priority, check_queue, check_run_id
 from durable.errors import (
     Cancelled,
     IdempotencyConflict,
@@ -45,10 +46,20 @@ def create(
     """Store *call* as a run (RUNNING under *owner*, or QUEUED without one), unless a
     run with *run_id* exists: then return that one, and False.
 
+    A *run_id* without a *parent_id* is the user's choice, so it is checked
+    (`check_run_id`: never a child's form); with a parent, it is the child's own id.
+
     Raises:
+        TypeError, ValueError: the id, queue or priority is not one a run can have;
+            nothing was written.
         SerializationError: an argument cannot be stored; nothing was written.
-        IdempotencyConflict: *run_id* belongs to a run of another call.
+        IdempotencyConflict: *run_id* belongs to a run of another call, or, for a
+            child, to a run that is not a child of *parent_id*.
     """
+    if run_id is not None and parent_id is None:
+        check_run_id(run_id)
+    check_queue(queue)
+    check_priority(priority)
     target = call.target
     try:
         payload = host.dump(
@@ -71,6 +82,8 @@ def create(
         priority=priority,
     )
     run, created = host.backend.create_run(new)
+    if not created and parent_id is not None and run.parent_id != parent_id:
+        raise IdempotencyConflict(foreign_child(run, parent_id), run_id=run.id)
     if not created and (run.workflow != target.name or run.call_hash != digest):
         raise IdempotencyConflict(
             f"Run {run.id!r} already exists for {run.workflow} with other arguments "
@@ -79,6 +92,18 @@ def create(
             run_id=run.id,
         )
     return run, created
+
+
+def foreign_child(run: Run, parent_id: str) -> str:
+    """Why *run* cannot be the child of *parent_id* whose id it holds."""
+    owner = f"a child of run {run.parent_id!r}" if run.parent_id else "a run of its own"
+    return (
+        f"Run {run.id!r} already exists and is not a child of run {parent_id!r} ({owner}, "
+        f"of {run.workflow}), so run {parent_id!r} cannot start its child under that id. "
+        "Someone created it with an id of a child's form (<parent id>/<position>), "
+        "which older versions allowed. Cancel and purge that run, or start this "
+        "workflow again under another id; then retry this run."
+    )
 
 
 def _name_bad_argument(host: Host, call: Call[Any]) -> None:

@@ -66,7 +66,7 @@ def _queued(
     )
 
 
-def _child(run_id: str, parent: str, *, owner: str | None) -> NewRun:
+def _child(run_id: str, parent: str | None, *, owner: str | None) -> NewRun:
     return NewRun(
         id=run_id,
         workflow="app.workflow",

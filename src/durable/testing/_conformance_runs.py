@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from durable.core.records import NewRun, RunStatus, StepStatus
+from durable.core.run_options import PRIORITY_MAX, PRIORITY_MIN
 
 from ._conformance import (
     OTHER,
@@ -49,6 +50,24 @@ def check_create_run_once(make: MakeBackend) -> None:
             "the stored run must not change"
         )
         assert again.lease_owner == OWNER
+
+
+def check_create_run_returns_the_stored_parent(make: MakeBackend) -> None:
+    """create_run of an existing id returns the run with the parent it was stored with,
+    whatever parent the second call names: the engine tells a parent's own child from
+    a foreign run holding its id by this (runs.create)."""
+    with _opened(make) as backend:
+        backend.create_run(_child("p/0", "p", owner=None))
+        for parent in (None, "q", "p"):
+            again, created = backend.create_run(_child("p/0", parent, owner=OWNER))
+            assert not created and again.parent_id == "p", (
+                f"create_run must return the stored parent 'p', got {again.parent_id!r}"
+            )
+        backend.create_run(_queued("x/0"))
+        again, created = backend.create_run(_child("x/0", "x", owner=None))
+        assert not created and again.parent_id is None, (
+            "a run stored without a parent must come back without one"
+        )
 
 
 def check_create_queued_run(make: MakeBackend) -> None:
@@ -275,6 +294,19 @@ def check_claim_next_order_and_filters(make: MakeBackend) -> None:
         assert [run.id for run in other] == ["other-queue"]
         assert backend.queued_workflows(["default"]) == ["app.newer"]
         assert backend.queued_workflows(["emails"]) == []
+
+
+def check_claim_next_priorities_at_the_int4_limits(make: MakeBackend) -> None:
+    """Priorities use the whole int4 range: stored exactly, claimed highest first."""
+    with _opened(make) as backend:
+        for run_id, priority in (("bottom", PRIORITY_MIN), ("zero", 0), ("top", PRIORITY_MAX)):
+            run, _ = backend.create_run(_queued(run_id, priority=priority))
+            assert run.priority == priority
+            assert _get(backend, run_id).priority == priority, "a priority must round-trip"
+        claimed = backend.claim_next(
+            owner=OWNER, queue="default", workflows=["app.workflow"], limit=3, lease=30
+        )
+        assert [run.id for run in claimed] == ["top", "zero", "bottom"]
 
 
 def check_claim_next_race(make: MakeBackend) -> None:

@@ -15,6 +15,7 @@ from ._conformance import MakeBackend
 #: first contract a backend breaks is named first.
 CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     runs.check_create_run_once,
+    runs.check_create_run_returns_the_stored_parent,
     runs.check_create_queued_run,
     runs.check_get_run,
     runs.check_create_race,
@@ -33,6 +34,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     runs.check_claim_race,
     runs.check_release_run,
     runs.check_claim_next_order_and_filters,
+    runs.check_claim_next_priorities_at_the_int4_limits,
     runs.check_claim_next_race,
     runs.check_cancel_tree,
     waits.check_watch_wakes_waiters,

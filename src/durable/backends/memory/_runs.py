@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from durable.core.records import NewRun, Run, RunStatus
+from durable.core.run_options import claim_order
 
 from ._base import MemoryBase
 
@@ -152,7 +153,7 @@ class MemoryRuns(MemoryBase):
                 for run in self._runs.values()
                 if run.status is RunStatus.QUEUED and run.queue == queue and run.workflow in names
             ]
-            ready.sort(key=lambda run: (-run.priority, run.created_at))
+            ready.sort(key=claim_order)
             now = self.now()
             return [self._claim(run, owner, lease, now, run.recoveries) for run in ready[:limit]]
 

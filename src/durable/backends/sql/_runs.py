@@ -13,6 +13,7 @@ from durable.backends import _rows
 from durable.backends._connections import Session
 from durable.backends._group import GroupCommit, Rows, Write, in_one_transaction, one_by_one
 from durable.core.records import NewRun, Run, RunStatus
+from durable.core.run_options import claim_order
 
 from ._base import SQLBase
 
@@ -244,7 +245,8 @@ class SQLRuns(SQLBase):
             ),
         )
         # RETURNING comes in the update's scan order, not the subquery's.
-        return sorted(map(_rows.run, rows), key=lambda run: (-run.priority, run.created_at))
+        # claim_order: a row with a priority of another type sorts last, not raises.
+        return sorted(map(_rows.run, rows), key=claim_order)
 
     def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
         """See `RunStore.queued_workflows`."""

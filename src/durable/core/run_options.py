@@ -1,0 +1,109 @@
+"""The options of a run as users give them, checked at the call: its id, its queue,
+its priority. And the order a worker starts a claimed batch in, which no stored row
+can break.
+
+Ids of the form ``<anything>/<digits>`` belong to children: a workflow's child at
+position 3 is ``<parent id>/3`` (see `runtime/children.py`). A run a user created
+with such an id would take a child's place, so users cannot choose one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+#: The longest id or queue name, in UTF-8 bytes.
+MAX_NAME_BYTES = 512
+#: Priorities are stored as int4 (PostgreSQL ``integer``).
+PRIORITY_MIN = -(2**31)
+PRIORITY_MAX = 2**31 - 1
+
+_CHILD_FORM = re.compile(r".*/[0-9]+", re.DOTALL)
+
+
+def is_child_form(run_id: str) -> bool:
+    """Whether *run_id* has the form of a child's id: ``<anything>/<ASCII digits>``."""
+    return _CHILD_FORM.fullmatch(run_id) is not None
+
+
+def _name(value: object, what: str, example: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"A {what} must be a string, like {example!r}, not {value!r}.")
+    if not value:
+        raise ValueError(f"A {what} must not be empty: give one like {example!r}, or none.")
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
+        raise ValueError(
+            f"A {what} may take at most {MAX_NAME_BYTES} bytes in UTF-8; this one takes "
+            f"{size} ({value[:40]!r}...)."
+        )
+    return value
+
+
+def check_run_id(run_id: object) -> str:
+    """*run_id*, checked to be an id a user may choose.
+
+    Raises:
+        TypeError: it is not a string.
+        ValueError: it is empty, longer than MAX_NAME_BYTES, or of a child's form.
+    """
+    checked = _name(run_id, "run id", "order-1042")
+    if is_child_form(checked):
+        head, _, position = checked.rpartition("/")
+        raise ValueError(
+            f"Run id {checked!r} has the form of a child run's id (<parent id>/<position>): "
+            f"the child at position {position} of run {head!r} would be given it. Ids "
+            "ending in '/' and digits are reserved for children; use another separator, "
+            f"like {head + '-' + position!r} or {head + '/#' + position!r}."
+        )
+    return checked
+
+
+def check_queue(queue: object) -> str:
+    """*queue*, checked to be a queue name.
+
+    Raises:
+        TypeError: it is not a string.
+        ValueError: it is empty or longer than MAX_NAME_BYTES.
+    """
+    return _name(queue, "queue name", "default")
+
+
+def check_priority(priority: object) -> int:
+    """*priority*, checked to be an int that fits the database's int4 column.
+
+    Raises:
+        TypeError: it is not an int (a bool is not a priority either).
+        ValueError: it is outside PRIORITY_MIN..PRIORITY_MAX.
+    """
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise TypeError(
+            f"A priority must be an int (higher runs first, 0 by default), not {priority!r}."
+        )
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValueError(
+            f"A priority must be from {PRIORITY_MIN} to {PRIORITY_MAX} (it is stored as a "
+            f"32-bit integer), not {priority}."
+        )
+    return priority
+
+
+def _number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and not (isinstance(value, float) and math.isnan(value))
+    )
+
+
+def claim_order(run: Any) -> tuple[int, Any, Any]:
+    """Sort key of a claimed batch: highest priority first, then oldest.
+
+    A run whose priority or creation time is not a number (SQLite stores whatever it
+    is given: a hand-edited row, or one an older version wrote) sorts after the others
+    instead of making the sort raise, which would strand the whole claimed batch.
+    """
+    priority, created = run.priority, run.created_at
+    good = _number(priority)
+    return (0 if good else 1, -priority if good else 0, created if _number(created) else math.inf)
