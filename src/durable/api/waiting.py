@@ -11,6 +11,7 @@ import time
 from typing import Any, TypeVar, overload
 
 from durable.core.durations import seconds as _seconds
+from durable.core.durations import within_horizon
 from durable.errors import DurableError
 from durable.runtime import waits
 from durable.runtime.context import RunContext, current
@@ -101,7 +102,7 @@ def wait(
                 f"wait(until={until!r}) needs a timezone-aware datetime: a naive one is "
                 "ambiguous. Use durable.now() + timedelta(...), or datetime.now(UTC)."
             )
-        deadline = until.timestamp()
+        deadline = within_horizon(until.timestamp(), now, "wait(until=...)")
     else:
         deadline = now + (_seconds(what, "duration") or 0.0)
     if isinstance(context, RunContext):

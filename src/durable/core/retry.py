@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from durable.errors import ConfigurationError, NonRetryable
+
+from .durations import HORIZON
 
 Backoff = Literal["constant", "linear", "exponential"]
 
@@ -49,6 +52,13 @@ class RetryPolicy:
             )
         if self.initial < 0 or self.max_delay < 0:
             raise ConfigurationError("retry delays must not be negative.")
+        if not (math.isfinite(self.initial) and math.isfinite(self.max_delay)):
+            raise ConfigurationError("retry delays must be finite numbers of seconds.")
+        if self.max_delay > HORIZON.total_seconds():
+            raise ConfigurationError(
+                f"retry max_delay ({self.max_delay:g}s) is more than 100 years, durable's "
+                "horizon for deadlines: a retry that far away would never happen. Lower it."
+            )
         if self.max_delay < self.initial:
             default = " (the default)" if self.max_delay == DEFAULT_CAP else ""
             raise ConfigurationError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,12 +21,29 @@ from durable.errors import DurableError
 PREVIEW = 2000
 
 
+#: The first and last moments ISO 8601 dates (years 1 to 9999) can name.
+_FIRST = dt.datetime.min.replace(tzinfo=dt.UTC)
+_LAST = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
 def iso(moment: float | None) -> str | None:
-    """Seconds since the epoch as ISO 8601 UTC with a Z (None stays None)."""
+    """Seconds since the epoch as ISO 8601 UTC with a Z (None stays None).
+
+    Never raises, whatever is stored: a time past year 9999 (a deadline written before
+    deadlines had a horizon, infinity) shows as the last moment of year 9999, one
+    before year 1 as the first moment of year 1, so the text stays a valid date-time
+    for API clients; NaN, or something that is no number, shows as None.
+    """
     if moment is None:
         return None
-    text = dt.datetime.fromtimestamp(moment, dt.UTC).isoformat(timespec="microseconds")
-    return text.replace("+00:00", "Z")
+    stored: Any = moment  # a row may hold anything
+    try:
+        when = dt.datetime.fromtimestamp(stored, dt.UTC)
+    except (OverflowError, ValueError, OSError, TypeError):
+        if not isinstance(stored, int | float) or math.isnan(stored):
+            return None
+        when = _LAST if stored > 0 else _FIRST
+    return when.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def duration(start: float | None, end: float | None) -> float | None:
