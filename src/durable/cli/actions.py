@@ -145,6 +145,11 @@ def parse_json(text: str, option: str, kind: type, example: str) -> Any:
         raise InputError(
             f"{option} is not valid JSON ({error}): write it like {option} '{example}'."
         ) from None
+    except RecursionError:
+        raise InputError(
+            f"{option} is nested too deep for Python's JSON parser (arrays and objects "
+            "hundreds of levels deep): flatten it."
+        ) from None
     if not isinstance(value, kind):
         wanted = "array" if kind is list else "object" if kind is dict else "value"
         raise InputError(f"{option} must be a JSON {wanted}, like {option} '{example}'.")

@@ -30,6 +30,13 @@ children, and a live child's parents. A deleted run's id can be used again.
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+#: The longest age, in seconds: what a timedelta holds (999,999,999 days), less a day.
+_LONGEST = (dt.timedelta.max - dt.timedelta(days=1)).total_seconds()
+
+
+def is_age(text: str) -> bool:
+    """Whether *text* has the form of an age (a number and a unit), whatever its size."""
+    return _AGE.fullmatch(text.strip().lower()) is not None
 
 
 def parse_age(text: str) -> dt.timedelta:
@@ -43,7 +50,13 @@ def parse_age(text: str) -> dt.timedelta:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an age: write a number and a unit, like 30s, 15m, 12h, 7d or 2w."
         )
-    return dt.timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+    seconds = float(match[1]) * _UNITS[match[2]]
+    if not seconds <= _LONGEST:  # inf (a number past float's range) fails too
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too long an age: at most {_LONGEST // _UNITS['w']:.0f}w (the "
+            "longest a timedelta can hold, back before year 1)."
+        )
+    return dt.timedelta(seconds=seconds)
 
 
 def add_command(commands: Any) -> None:

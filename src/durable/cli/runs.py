@@ -33,7 +33,7 @@ from .output import (
     table,
     when,
 )
-from .purge import parse_age
+from .purge import is_age, parse_age
 
 STATUSES = [status.value for status in RunStatus]
 
@@ -183,7 +183,8 @@ def parse_time(text: str) -> float:
     try:
         age = parse_age(text)
     except argparse.ArgumentTypeError:
-        pass
+        if is_age(text):
+            raise  # an age, but too long: say that, not "neither"
     else:
         return time.time() - age.total_seconds()
     try:
