@@ -4,6 +4,8 @@ a message naming the option, and never a traceback (it used to exit 1 with one).
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 import durable
@@ -89,3 +91,12 @@ def test_start_refuses_options_no_run_can_have(
 def test_json_nested_thousands_deep(cli: Cli, args: list[str]) -> None:
     err = refused(cli, *args, naming=args[-2])
     assert "deep" in err
+
+
+@BOTH
+def test_a_cursor_that_decodes_to_deep_json(cli: Cli) -> None:
+    """A cursor is base64 of JSON: one that decodes 100,000 levels deep is not one
+    `durable ls` gave out, and says so (the REST API checks its shape first)."""
+    cursor = base64.urlsafe_b64encode(b"[" * 100_000 + b"]" * 100_000).decode()
+    err = refused(cli, "ls", "--cursor", cursor, naming="cursor")
+    assert "not one this API gave out" in err

@@ -327,7 +327,7 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
         padded = cursor + "=" * (-len(cursor) % 4)
         created, run_id = json.loads(base64.urlsafe_b64decode(padded))
         return float(created), str(run_id)
-    except (ValueError, TypeError, binascii.Error):
+    except (ValueError, TypeError, RecursionError, binascii.Error):
         raise BadRequest(
             f"The cursor {cursor!r} is not one this API gave out; start again without it."
         ) from None
