@@ -6,7 +6,10 @@ fill of each box, never through pixels.
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 import threading
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -14,6 +17,7 @@ import pytest
 import durable
 from tests.browser import dashboard_app as wf
 from tests.browser.conftest import ROOT, Dashboard, Page, eventually
+from tests.integration.gadgets import payload, write_gadget
 
 pytestmark = pytest.mark.browser
 
@@ -273,3 +277,25 @@ def test_screenshot_of_a_run_page(page: Page) -> None:
     target = ROOT / "artifacts" / "dashboard-run.png"
     page.screenshot(target)
     assert target.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_run_whose_input_names_a_module_never_imports_it(
+    page: Page, dashboard: Dashboard, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row whose type tag names a module on the path: its run page renders the value
+    as what it claims to be, and the module is never imported (its marker never appears)."""
+    gadget = write_gadget(tmp_path)
+    monkeypatch.syspath_prepend(str(gadget.folder))
+    run_id = "gadget-run"
+    durable.dispatch(wf.echo, "x", id=run_id, queue="parked")  # no worker serves it
+    value = gadget.tag("dataclass", "Gadget", v={"name": "from-a-row"})
+    data = payload({"args": [value], "kwargs": {}})
+    database = str(dashboard.engine.backend.url.database)  # type: ignore[attr-defined]
+    with sqlite3.connect(database) as conn:
+        conn.execute("UPDATE durable_runs SET input = ? WHERE id = ?", (data, run_id))
+    page.open("#/runs/" + quote(run_id, safe=""))
+    page.wait_js("document.querySelector('#run-status').textContent === 'queued'", "the run")
+    page.wait_js("document.querySelector('#run-input').textContent.includes('from-a-row')", "input")
+    assert '"type": "Gadget"' in page.text("#run-input")
+    assert not gadget.marker.exists(), "the dashboard imported the module the row names"
+    assert gadget.name not in sys.modules

@@ -1,17 +1,22 @@
 """Classes by name: how a stored payload names a class, and how it gets it back.
 
 A payload names classes as ``module:qualname`` (durable's own classes by their stable
-names, see `names`). Loading imports the module and walks the qualified name, then
-checks the result is the kind of class the payload claims (a dataclass, an Enum, an
-exception...) before anything is constructed from it.
+names, see `names`). Loading looks the module up among those this process has already
+imported, and never imports one: a stored row must not be able to run a module's
+top-level code (any module on ``sys.path`` would do, ``durable.__main__`` included). It
+walks the qualified name through the module's and the classes' own dictionaries (no
+``__getattr__`` hook runs), then checks the result is the kind of class the payload
+claims (a dataclass, an Enum, an exception...) before anything is constructed from it.
+Pickles, which only signed or trusted rows may hold, are another matter (`unpickle`).
 """
 
 from __future__ import annotations
 
-import importlib
 import io
 import pickle
-from collections.abc import Callable
+import sys
+import types
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .names import current_modules, stored_module
@@ -25,10 +30,23 @@ def class_ref(cls: type) -> str:
 _CLASS_CACHE: dict[str, type] = {}
 
 
+class NotImported(Exception):
+    """A tag names a class of a module this process has not imported (and durable never
+    imports one for it); `serde.loads` makes it a PayloadError naming run and position."""
+
+
 def resolve_class(ref: str, must_be: Callable[[type], bool], what: str) -> type:
-    """Import ``module:qualname`` and check it is the kind of class the tag says."""
+    """The class ``module:qualname`` of an imported module, checked to be the kind of
+    class the tag says.
+
+    Raises:
+        NotImported: the module is not imported in this process.
+        ValueError: there is no such class, or it is not *what*.
+    """
     cls = _CLASS_CACHE.get(ref)
     if cls is None:
+        if type(ref) is not str:
+            raise ValueError(f"a class name must be a string, not {type(ref).__name__}")
         module_name, _, qualname = ref.partition(":")
         cls = _find(module_name, qualname)
         if cls is None:
@@ -43,21 +61,39 @@ def resolve_class(ref: str, must_be: Callable[[type], bool], what: str) -> type:
 
 def _find(module_name: str, qualname: str) -> type | None:
     """The class *qualname* of the module stored as *module_name*: the first of the
-    modules that may hold it now that has it."""
-    *earlier, last = current_modules(module_name)
-    for name in earlier:
-        try:
-            return _walk(name, qualname)
-        except (ImportError, AttributeError):
-            continue
-    return _walk(last, qualname)
+    imported modules that may hold it now that has it."""
+    modules = [sys.modules.get(name) for name in current_modules(module_name)]
+    imported = [module for module in modules if isinstance(module, types.ModuleType)]
+    if not imported:
+        raise NotImported(
+            f"names the class {qualname!r} of module {module_name!r}, which this process has "
+            "not imported; durable never imports a module that a stored value names. Import "
+            f"{module_name!r} in the worker (durable worker MODULE..., or an import in the "
+            "module that defines your workflows) before the run is resumed or read back"
+        )
+    for module in imported:
+        found = _walk(module, qualname)
+        if found is not None:
+            return found
+    return None
 
 
-def _walk(module_name: str, qualname: str) -> type | None:
-    obj: Any = importlib.import_module(module_name)
+def _walk(module: types.ModuleType, qualname: str) -> type | None:
+    """*qualname* in *module*, looked up in the module's and the classes' own
+    dictionaries: no ``__getattr__`` hook (a lazy import) or descriptor runs."""
+    namespace: Mapping[str, Any] = _MODULE_DICT.__get__(module)
+    found: type | None = None
     for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj if isinstance(obj, type) else None
+        obj = namespace.get(part)
+        if not issubclass(type(obj), type):  # type(), not isinstance: no __class__ hook
+            return None
+        found = obj
+        namespace = _CLASS_DICT.__get__(obj)
+    return found
+
+
+_MODULE_DICT: Any = vars(types.ModuleType)["__dict__"]
+_CLASS_DICT: Any = vars(type)["__dict__"]
 
 
 def importable_ref(cls: type) -> str | None:

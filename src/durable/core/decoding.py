@@ -1,8 +1,10 @@
 """JSON trees back to values: the inverse of `encoding.py`.
 
-Classes named in tags are imported by name and must be what the tag says (a
-dataclass, an Enum, a pydantic model, an exception class) before anything is constructed
-from them; a pickle is loaded only if the payload's header allows it (see `serde.loads`).
+Classes named in tags are found among the modules already imported (never imported for
+a payload, see `classes.py`) and must be what the tag says (a dataclass, an Enum, a
+pydantic model, an exception class) before anything is constructed from them; a pickle
+is loaded only if the payload's header allows it (see `serde.loads`). `viewing.py`
+decodes for display, looking no class up.
 """
 
 from __future__ import annotations

@@ -13,8 +13,10 @@ The JSON tree is made by `encoding.py` and read back by `decoding.py`. Keeping p
 inside JSON leaves the rest of a value readable in the dashboard, and the header makes
 a pickle impossible to smuggle into a row that claims plain JSON.
 A payload larger than the engine's ``max_payload`` is refused when it is made.
-Classes named in tags are imported by name and must be what the tag says (a dataclass,
-an Enum, a pydantic model, an exception) before anything is constructed.
+Classes named in tags are looked up among the modules the process has imported (never
+imported for it, see `classes.py`) and must be what the tag says (a dataclass, an Enum,
+a pydantic model, an exception) before anything is constructed. Loading for display
+(``view=True``) looks nothing up at all (see `viewing.py`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from typing import Any
 
 from durable.errors import PayloadError, PayloadTooLarge, PickleRefused, SerializationError
 
+from .classes import NotImported
 from .decoding import Decoder, RefusedPickle
 from .encoding import JSON_INT_BITS, TAG, Encoder, Unencodable, big_int
 from .signing import SIGNED, BadSignature, Signer
+from .viewing import Viewer
 
 JSON = b"j"
 PICKLED = b"P"
@@ -202,12 +206,16 @@ def loads(
     run_id: str | None = None,
     position: int | None = None,
     signer: Signer | None = None,
+    view: bool = False,
 ) -> Any:
     """Decode a payload made by `dumps`.
 
     Args:
         signer: with a secret key configured, the only pickles loaded are those whose
             signature verifies under one of its keys.
+        view: decode for display (`viewing.Viewer`): classes named in tags are described,
+            not looked up or built, and a part that cannot be read is marked so instead
+            of failing the whole value.
 
     Raises:
         PickleRefused: the payload holds a pickle that may not be loaded: pickling is
@@ -232,6 +240,8 @@ def loads(
         tree = _loads(bytes(data[1:]).decode("utf-8"))
         if type(tree) is not dict and type(tree) is not list:
             return tree  # a scalar: nothing to decode
+        if view:
+            return Viewer().decode(tree)
         return Decoder(header == PICKLED).decode(tree)
     except RefusedPickle:
         raise PickleRefused(
@@ -240,6 +250,16 @@ def loads(
             run_id=run_id,
             position=position,
             reason="smuggled",
+        ) from None
+    except NotImported as error:
+        where = _where(run_id, position)
+        raise PayloadError(f"{where} {error}.", run_id=run_id, position=position) from None
+    except RecursionError:
+        raise PayloadError(
+            f"{_where(run_id, position)} is nested too deeply to decode; the row is corrupt "
+            "or was written by something else.",
+            run_id=run_id,
+            position=position,
         ) from None
     except (Exception, SystemExit) as error:
         # SystemExit too: a value whose unpickling exits must fail its run, not end the

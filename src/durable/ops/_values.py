@@ -1,13 +1,14 @@
 """Payloads and records as plain JSON values, for people to read.
 
-Nothing here runs user code: payloads are decoded without unpickling (a pickled value
-shows as what it is, not as its contents), and classes that do not import here show
-as their tagged form. A value too long to show whole is cut and marked.
+Nothing here runs user code or imports anything: payloads are decoded in view mode
+(`durable.core.viewing`), which never unpickles (a pickled value shows as what it is, not
+as its contents) and never looks a class up (a dataclass shows as its stored fields, an
+enum as ``Colour('red')``). Showing a value never fails: what cannot be read shows as
+``{"unreadable": reason}``. A value too long to show whole is cut and marked.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import math
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from durable.core.serde import JSON, loads
+from durable.core.viewing import unreadable
 from durable.errors import DurableError
 
 #: Values whose JSON is longer than this are cut to this many characters.
@@ -56,24 +58,17 @@ def value(data: bytes | None) -> Any:
     if data is None:
         return None
     try:
-        decoded = loads(data, allow_pickle=False)
+        return _cut(plain(loads(data, allow_pickle=False, view=True)))
     except DurableError as error:
-        decoded = _raw(data, error)
-    return _cut(plain(decoded))
-
-
-def _raw(data: bytes, error: DurableError) -> Any:
-    """The payload's stored tree, tags and all, when it cannot be decoded here."""
-    if bytes(data[:1]) != JSON:
-        return {"unreadable": f"a pickled value, not unpickled for display ({error})"}
-    try:
-        return json.loads(bytes(data[1:]).decode("utf-8"))
-    except ValueError:
-        return {"unreadable": f"the payload is corrupt: {error}"}
+        if bytes(data[:1]) != JSON:
+            return unreadable(f"a pickled value, not unpickled for display ({error})")
+        return unreadable(f"the payload is corrupt: {error}")
+    except Exception as error:  # a view must never fail; say what happened instead
+        return unreadable(f"it cannot be shown ({type(error).__name__})")
 
 
 def plain(item: Any) -> Any:
-    """A decoded Python value as JSON data: containers kept, the rest as text."""
+    """A viewed value (see `viewing`) as JSON data: containers kept, the rest as text."""
     if item is None or isinstance(item, bool | int | float | str):
         return item
     if isinstance(item, Mapping):
@@ -82,9 +77,6 @@ def plain(item: Any) -> Any:
         return [plain(inner) for inner in item]
     if isinstance(item, set | frozenset):
         return sorted((plain(inner) for inner in item), key=repr)
-    if dataclasses.is_dataclass(item) and not isinstance(item, type):
-        fields = {f.name: plain(getattr(item, f.name)) for f in dataclasses.fields(item)}
-        return {"type": type(item).__qualname__, **fields}
     if isinstance(item, dt.datetime | dt.date | dt.time):
         return item.isoformat()
     return repr(item)
@@ -102,7 +94,7 @@ def error(data: bytes | None) -> dict[str, Any] | None:
     if data is None:
         return None
     try:
-        record = loads(data, allow_pickle=False)
+        record = loads(data, allow_pickle=False, view=True)
     except DurableError as failure:
         return {"type": "unreadable", "message": str(failure), "traceback": None}
     if not isinstance(record, dict):
