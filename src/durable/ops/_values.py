@@ -68,18 +68,33 @@ def value(data: bytes | None) -> Any:
 
 
 def plain(item: Any) -> Any:
-    """A viewed value (see `viewing`) as JSON data: containers kept, the rest as text."""
-    if item is None or isinstance(item, bool | int | float | str):
+    """A viewed value (see `viewing`) as JSON data: containers kept, the rest as text.
+
+    Only what every JSON parser reads and UTF-8 can hold: NaN and infinities become
+    text, and so does text with lone surrogates (escaped as ``\\udc80``)."""
+    if item is None or isinstance(item, bool | int):
         return item
+    if isinstance(item, str):
+        return _text(item)
+    if isinstance(item, float):
+        return item if math.isfinite(item) else repr(item)
     if isinstance(item, Mapping):
-        return {str(key): plain(inner) for key, inner in item.items()}
+        return {_text(str(key)): plain(inner) for key, inner in item.items()}
     if isinstance(item, list | tuple):
         return [plain(inner) for inner in item]
     if isinstance(item, set | frozenset):
         return sorted((plain(inner) for inner in item), key=repr)
     if isinstance(item, dt.datetime | dt.date | dt.time):
         return item.isoformat()
-    return repr(item)
+    return _text(repr(item))
+
+
+def _text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _cut(item: Any) -> Any:
@@ -96,12 +111,13 @@ def error(data: bytes | None) -> dict[str, Any] | None:
     try:
         record = loads(data, allow_pickle=False, view=True)
     except DurableError as failure:
-        return {"type": "unreadable", "message": str(failure), "traceback": None}
+        return {"type": "unreadable", "message": _text(str(failure)), "traceback": None}
     if not isinstance(record, dict):
-        return {"type": "unknown", "message": repr(record), "traceback": None}
+        return {"type": "unknown", "message": _text(repr(record)), "traceback": None}
     module, _, name = str(record.get("type", "unknown")).rpartition(":")
+    traceback = record.get("traceback")
     return {
-        "type": name if module in ("", "builtins") else f"{module}.{name}",
-        "message": str(record.get("message", "")),
-        "traceback": record.get("traceback") or None,
+        "type": _text(name if module in ("", "builtins") else f"{module}.{name}"),
+        "message": _text(str(record.get("message", ""))),
+        "traceback": _text(traceback) if isinstance(traceback, str) and traceback else None,
     }

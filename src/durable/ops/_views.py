@@ -123,7 +123,7 @@ def event(sent: Event) -> dict[str, Any]:
 def action(done: Action) -> dict[str, Any]:
     try:
         detail = json.loads(done.detail)
-    except ValueError:
+    except (ValueError, RecursionError):
         detail = {"unreadable": done.detail}
     return {
         "id": done.id,
