@@ -22,6 +22,7 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── WaitTimeout (TimeoutError)      a run did not finish within the time waited
     ├── LeaseLost                       another owner took the run over (fencing)
     ├── StorageError                    the database failed or cannot be reached
+    ├── InvalidValue (ValueError)       a value that cannot be stored (a NUL in a name)
     └── NonRetryable                    raise (or subclass) it in a task to skip retries
 
     Cancelled (BaseException)           raised into a cancelled workflow; not an error
@@ -41,6 +42,7 @@ __all__ = [
     "DuplicateNameError",
     "DurableError",
     "IdempotencyConflict",
+    "InvalidValue",
     "LeaseLost",
     "NonRetryable",
     "NondeterminismError",
@@ -270,6 +272,17 @@ class LeaseLost(DurableError):
 
 class StorageError(DurableError):
     """The database failed or could not be reached. The URL in the message has no password."""
+
+
+class InvalidValue(DurableError, ValueError):
+    """A value durable cannot store: refused where it was given (an event name, key,
+    sender, run id or queue name with a NUL character or a lone surrogate), or by the
+    database itself (a driver data error: text it cannot hold, a number out of range).
+
+    It is bad input, not an outage: retrying cannot help, so the call raises it (a
+    workflow can catch it) and a run that does not ends failed, at once. Nothing was
+    written by the call that raised it.
+    """
 
 
 class NonRetryable(DurableError):

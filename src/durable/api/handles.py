@@ -103,6 +103,7 @@ def dispatch(
     Raises:
         IdempotencyConflict: *id* belongs to a run of another call.
         SerializationError: an argument cannot be stored; nothing was written.
+        InvalidValue: *id* or *queue* holds a NUL character or a lone surrogate.
     """
     call = _one_call(target, args, kwargs)
     context = current.get()

@@ -12,6 +12,7 @@ from typing import Any, TypeVar, overload
 
 from durable.core.durations import seconds as _seconds
 from durable.core.durations import within_horizon
+from durable.core.text import check_text
 from durable.errors import DurableError
 from durable.runtime import waits
 from durable.runtime.context import RunContext, current
@@ -57,6 +58,8 @@ def wait(
         WaitTimeout: waiting for a run that did not finish, or for an event that did
             not arrive, within *timeout* (recorded: replay raises it again).
         TypeError, ValueError: the arguments do not name one kind of wait.
+        InvalidValue: the event name holds a NUL character or a lone surrogate (a
+            ValueError; in a workflow, raised by this call: catch it, or the run fails).
         DurableError: an event wait outside a workflow (only runs have inboxes).
     """
     if isinstance(what, list | tuple | set | frozenset):
@@ -75,6 +78,7 @@ def wait(
         _only(until=until)
         if not what:
             raise ValueError("An event name must not be empty.")
+        check_text(what, "an event name")
         if not isinstance(context, RunContext):
             raise DurableError(
                 f"wait({what!r}) waits for an event sent to a run, so it works inside a "
@@ -134,10 +138,16 @@ def send(
         RunNotFound: no run has this id.
         RunFinished: the run has finished; it would never consume the event.
         SerializationError: the payload cannot be stored; nothing was sent.
+        InvalidValue: the event name, run id or key holds a NUL character or a lone
+            surrogate (a ValueError); nothing was sent.
     """
     run_id = run.id if isinstance(run, Handle) else run
     if not event:
         raise ValueError(f"An event name must be a non-empty string, got {event!r}.")
+    check_text(event, "an event name")
+    check_text(run_id, "a run id")
+    if key is not None:
+        check_text(key, "an event key")
     context = current.get()
     if isinstance(context, RunContext):
         if key is not None:

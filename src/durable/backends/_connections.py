@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from durable.core import faults as _faults
-from durable.errors import ConfigurationError, StorageError
+from durable.errors import ConfigurationError, InvalidValue, StorageError
 
 from ._file_watch import FileWatch
+from ._refusals import bad_input, refusal
 from ._relaxed import RelaxedCommits
 
 T = TypeVar("T")
@@ -210,11 +211,15 @@ class Connections:
         if kind == "sqlite":
             self.driver_error: tuple[type[BaseException], ...] = (sqlite3.Error,)
             self.lost_error: type[BaseException] = sqlite3.OperationalError
+            data_error: type[BaseException] = sqlite3.DataError
         else:
             import psycopg
 
             self.driver_error = (psycopg.Error,)
             self.lost_error = psycopg.OperationalError
+            data_error = psycopg.DataError
+        #: what the driver raises for a value it or the database refuses (bad input).
+        self.data_error = (data_error, UnicodeEncodeError, OverflowError)
         _LIVE.add(self)
 
     def open(self) -> Session:
@@ -309,7 +314,9 @@ class Connections:
         """Run *body(session, retried)* on a pooled session, retrying once if it broke.
 
         *retried* tells a write that an earlier attempt may have committed unseen, so it
-        must read back before concluding. Driver errors become StorageError.
+        must read back before concluding. A value the database or its driver refuses
+        becomes InvalidValue (bad input: retrying cannot help, see `_refusals`); every
+        other driver error becomes StorageError (the database failed or is unreachable).
         """
         for attempt in range(2):
             session = self.checkout()
@@ -326,6 +333,8 @@ class Connections:
                     # The server went away (a restart): the idle sessions died with
                     # this one, and the retry must not pick up one of them.
                     self._drop_idle()
+                if bad_input(error, self.data_error):
+                    raise InvalidValue(refusal(name, self.masked_url, error, self.scrub)) from None
                 if not isinstance(error, self.driver_error):
                     raise
                 if self.kind == "postgresql" and _connection_lost(error) and attempt == 0:

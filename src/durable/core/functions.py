@@ -17,6 +17,7 @@ from typing_extensions import ParamSpec
 
 from .records import StepKind
 from .retry import NO_RETRY, RetryPolicy
+from .text import check_text
 
 P = ParamSpec("P")
 R_co = TypeVar("R_co", covariant=True)
@@ -66,7 +67,9 @@ class Durable(Generic[P, R_co]):
             raise TypeError(f"@{self.kind.value} decorates a function, not {fn!r}.")
         _refuse_methods(fn, self.kind.value)
         self.fn = fn
-        self.name: str = name or f"{fn.__module__}.{fn.__qualname__}"
+        self.name: str = check_text(
+            name or f"{fn.__module__}.{fn.__qualname__}", f"a {self.kind.value} name"
+        )
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = inspect.signature(fn)
         self.retry = retry or NO_RETRY

@@ -13,6 +13,8 @@ import math
 import re
 from typing import Any
 
+from .text import check_text
+
 #: The longest id or queue name, in UTF-8 bytes.
 MAX_NAME_BYTES = 512
 #: Priorities are stored as int4 (PostgreSQL ``integer``).
@@ -38,7 +40,7 @@ def _name(value: object, what: str, example: str) -> str:
             f"A {what} may take at most {MAX_NAME_BYTES} bytes in UTF-8; this one takes "
             f"{size} ({value[:40]!r}...)."
         )
-    return value
+    return check_text(value, f"a {what}")
 
 
 def check_run_id(run_id: object) -> str:
@@ -47,6 +49,7 @@ def check_run_id(run_id: object) -> str:
     Raises:
         TypeError: it is not a string.
         ValueError: it is empty, longer than MAX_NAME_BYTES, or of a child's form.
+        InvalidValue: it holds a NUL or a lone surrogate (`check_text`).
     """
     checked = _name(run_id, "run id", "order-1042")
     if is_child_form(checked):
@@ -66,6 +69,7 @@ def check_queue(queue: object) -> str:
     Raises:
         TypeError: it is not a string.
         ValueError: it is empty or longer than MAX_NAME_BYTES.
+        InvalidValue: it holds a NUL or a lone surrogate (`check_text`).
     """
     return _name(queue, "queue name", "default")
 

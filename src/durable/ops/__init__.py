@@ -23,8 +23,10 @@ from typing import Any
 
 from durable.core.records import Run, RunQuery, RunStatus
 from durable.core.run_options import check_priority, check_queue, check_run_id
+from durable.core.text import check_text
 from durable.errors import (
     IdempotencyConflict,
+    InvalidValue,
     RunFinished,
     RunNotFound,
     SerializationError,
@@ -198,7 +200,7 @@ class Operations:
             run, created = self.engine.enqueue(call, run_id=id, queue=queue, priority=priority)
         except TypeError as error:
             raise BadRequest(f"The arguments do not fit: {error}.") from None
-        except SerializationError as error:
+        except (SerializationError, InvalidValue) as error:
             raise BadRequest(str(error)) from None
         except IdempotencyConflict as error:
             raise Conflict(str(error)) from None
@@ -262,9 +264,10 @@ class Operations:
         if not event:
             raise BadRequest("An event needs a name.")
         try:
+            _check_texts(run_id=run_id, event=event, sender=sender, key=key)
             payload = self.engine.dump(data, f"the payload of event {event!r}")
             sent = self.backend.send_event(run_id, event, payload, key=key, sender=sender)
-        except SerializationError as error:
+        except (SerializationError, InvalidValue) as error:
             raise BadRequest(str(error)) from None
         except RunNotFound:
             raise NotFound(_no_run(run_id)) from None
@@ -311,6 +314,16 @@ class Operations:
             parent_id=parent or None,
             id_contains=search or None,
         )
+
+
+_TEXTS = {"run_id": "a run id", "event": "an event name", "sender": "a sender", "key": "a key"}
+
+
+def _check_texts(**texts: str | None) -> None:
+    """Refuse text no database can store (see `check_text`), naming the parameter."""
+    for parameter, text in texts.items():
+        if text is not None:
+            check_text(text, f"{_TEXTS[parameter]} ({parameter})")
 
 
 def _no_run(run_id: str) -> str:

@@ -38,6 +38,7 @@ from durable.core.records import Run, Step, StepKind, StepStatus
 from durable.core.replay import Replay, describe
 from durable.errors import (
     Cancelled,
+    InvalidValue,
     LeaseLost,
     NondeterminismError,
     PayloadError,
@@ -318,6 +319,11 @@ class RunContext:
             stored, cancel = self.host.backend.record(step, self.epoch)
         except (LeaseLost, StorageError) as error:
             raise self.poison(error) from None
+        except InvalidValue as error:  # bad input: raised into the workflow, not an outage
+            raise InvalidValue(
+                f"Run {self.run_id!r} cannot record {step.kind.value} {step.name!r} at position "
+                f"{step.position}: {error}"
+            ) from None
         self.cancel_requested = self.cancel_requested or cancel
         self.replay.remember(stored)
         if stored is step:

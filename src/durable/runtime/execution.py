@@ -19,7 +19,13 @@ from typing import Any
 from durable.core import faults
 from durable.core.functions import Call, Durable
 from durable.core.records import Run, RunStatus, Step, StepKind
-from durable.errors import Cancelled, LeaseLost, NondeterminismError, StorageError
+from durable.errors import (
+    Cancelled,
+    InvalidValue,
+    LeaseLost,
+    NondeterminismError,
+    StorageError,
+)
 
 from . import tasks
 from .context import RunContext, TaskScope, current
@@ -149,6 +155,13 @@ def _suspend(host: Host, run: Run, wait: Suspend) -> Any:
     except StorageError:
         host.release_quietly(run)
         raise
+    except InvalidValue as refused:
+        # What the run waits on cannot be stored: retrying cannot help, so it fails.
+        if host.backend.finish_run(
+            run.id, run.epoch, RunStatus.FAILED, error=host.dump_error(refused)
+        ):
+            raise
+        return RELEASED
     if status is None:
         log.info("run %s: lease lost to another owner", run.id)
     return RELEASED

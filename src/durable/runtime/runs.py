@@ -53,6 +53,7 @@ def create(
         TypeError, ValueError: the id, queue or priority is not one a run can have;
             nothing was written.
         SerializationError: an argument cannot be stored; nothing was written.
+        InvalidValue: *run_id* or *queue* is text no database can store (a NUL).
         IdempotencyConflict: *run_id* belongs to a run of another call, or, for a
             child, to a run that is not a child of *parent_id*.
     """

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from durable.backends import TIMERS, Backend
 from durable.core import faults
 from durable.core.records import Run, RunStatus
+from durable.core.text import check_text
 from durable.errors import ConfigurationError, StorageError
 
 from . import owners, registry
@@ -69,7 +70,7 @@ class Worker:
         if not queues:
             raise ConfigurationError("A worker needs at least one queue.")
         self.engine = engine or get_engine()
-        self.queues = tuple(queues)
+        self.queues = tuple(check_text(queue, "a queue name") for queue in queues)
         self.concurrency = concurrency
         self.poll = poll
         self.grace = grace
