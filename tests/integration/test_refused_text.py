@@ -169,3 +169,51 @@ def test_the_database_refusing_a_value_is_invalid_value_not_an_outage(
         refused(lambda: backend.send_event("r", NUL, b"jnull"), "NUL")
     assert backend.get_run("big") is None
     assert backend.send_event("r", "fine", b"jnull").name == "fine"
+
+
+@pytest.mark.parametrize("url", BACKENDS, indirect=True)
+def test_the_api_answers_400_naming_the_parameter(url: str, engine: durable.Engine) -> None:
+    """Over HTTP the same text is a 400 naming the parameter, never a 500, nor a 503 "the
+    database is not available" (what PostgreSQL's refusal used to become)."""
+    from durable.web import make_app
+    from tests.web.client import Client
+
+    durable.dispatch(waits_for, "go", id="waiting", queue="nobody")
+    web = make_app(engine, token="refused-text-token-0123456789")
+    try:
+        client = Client(web, token="refused-text-token-0123456789")
+        for bad in (NUL, SURROGATE):
+            replies = {
+                "event name": client.post("/api/v1/runs/waiting/events", {"name": bad}),
+                "sender": client.post("/api/v1/runs/waiting/events", {"name": "go", "sender": bad}),
+                "run id": client.post(
+                    "/api/v1/runs", {"workflow": greet.name, "args": ["x"], "id": bad}
+                ),
+            }
+            if bad == NUL:  # a lone surrogate cannot travel in a UTF-8 URL
+                replies["run id "] = client.request("GET", f"/api/v1/runs/{bad}")
+            for parameter, reply in replies.items():
+                assert reply.status == 400, (parameter, reply.status, reply.body)
+                assert parameter.strip() in reply.json()["detail"], reply.json()
+    finally:
+        web.close()
+    assert engine.backend.events("waiting") == []
+
+
+@pytest.mark.parametrize("url", SQL_BACKENDS, indirect=True)
+def test_the_cli_exits_2_naming_the_parameter(
+    url: str, engine: durable.Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`durable show/send` given such text: exit 2 (bad input), `durable: <message>`."""
+    from tests.integration.cli_world import Cli
+
+    durable.dispatch(waits_for, "go", id="waiting", queue="nobody")
+    cli = Cli(capsys, url)
+    for args, parameter in (
+        (["show", NUL], "run id"),
+        (["send", "waiting", NUL], "event name"),
+        (["send", "waiting", "go", "--key", SURROGATE], "key"),
+    ):
+        done = cli(*args)
+        assert done.code == 2, (args, done)
+        assert done.err.startswith("durable: ") and parameter in done.err, done.err

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from durable.errors import DurableError
+from durable.errors import DurableError, InvalidValue
 from durable.ops import OpsError
 
 from . import actions, check, purge, runs, ui, worker
@@ -67,6 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OpsError, CommandError) as error:
         print(f"durable: {printable(str(error), keep=NEWLINE)}", file=sys.stderr)
         return error.exit_code
+    except InvalidValue as error:  # bad input, whoever refused it
+        print(f"durable: {error}", file=sys.stderr)
+        return 2
     except DurableError as error:
         print(f"durable: {printable(str(error), keep=NEWLINE)}", file=sys.stderr)
         return 1

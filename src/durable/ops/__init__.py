@@ -279,6 +279,10 @@ class Operations:
     # -- helpers ----------------------------------------------------------------------
 
     def _run(self, run_id: str) -> Run:
+        try:
+            _check_texts(run_id=run_id)
+        except InvalidValue as error:
+            raise BadRequest(str(error)) from None
         run = self.backend.get_run(run_id)
         if run is None:
             raise NotFound(_no_run(run_id))

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from durable.errors import StorageError
+from durable.errors import InvalidValue, StorageError
 from durable.ops import Operations, OpsError
 from durable.runtime.engine import Engine
 
@@ -86,6 +86,8 @@ class WebApp:
             response = Response.problem(error.status, error.detail, error.headers)
         except OpsError as error:
             response = Response.problem(error.status, str(error))
+        except InvalidValue as error:  # bad input the database refused: not an outage
+            response = Response.problem(400, str(error))
         except StorageError as error:  # its message names no password
             response = Response.problem(503, f"The database is not available: {error}")
         except Exception:
