@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"durable: {printable(str(error), keep=NEWLINE)}", file=sys.stderr)
         return error.exit_code
     except InvalidValue as error:  # bad input, whoever refused it
-        print(f"durable: {error}", file=sys.stderr)
+        print(f"durable: {printable(str(error), keep=NEWLINE)}", file=sys.stderr)
         return 2
     except DurableError as error:
         print(f"durable: {printable(str(error), keep=NEWLINE)}", file=sys.stderr)
