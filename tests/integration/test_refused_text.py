@@ -184,9 +184,11 @@ def test_the_api_answers_400_naming_the_parameter(url: str, engine: durable.Engi
         client = Client(web, token="refused-text-token-0123456789")
         for bad in (NUL, SURROGATE):
             replies = {
-                "event name": client.post("/api/v1/runs/waiting/events", {"name": bad}),
-                "sender": client.post("/api/v1/runs/waiting/events", {"name": "go", "sender": bad}),
-                "run id": client.post(
+                "'name'": client.post("/api/v1/runs/waiting/events", {"name": bad}),
+                "'sender'": client.post(
+                    "/api/v1/runs/waiting/events", {"name": "go", "sender": bad}
+                ),
+                "'id'": client.post(
                     "/api/v1/runs", {"workflow": greet.name, "args": ["x"], "id": bad}
                 ),
             }
