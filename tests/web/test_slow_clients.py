@@ -169,7 +169,16 @@ def test_durable_ui_takes_the_limits_as_options(tmp_path: Path) -> None:
             connection.close()
         assert answers[:2] == [b"", b""] and answers[2].startswith(b"HTTP/1.0 503"), answers
         bearer = {"Authorization": f"Bearer {served.token}"}
-        assert fetch(served.port, "GET", "/api/v1/health", headers=bearer)[0] == 200
+        # The slots free as the server's threads see the connections close: soon, not
+        # at once (under load, a request right after the close may still get 503).
+        statuses: list[int] = []
+
+        def answered() -> bool:
+            statuses.append(fetch(served.port, "GET", "/api/v1/health", headers=bearer)[0])
+            return statuses[-1] == 200
+
+        _until(answered, "a normal request answered once the stuck ones are gone")
+        assert set(statuses) <= {200, 503}, statuses
     finally:
         code, stderr = served.stop()
     assert code == 0, stderr
