@@ -7,6 +7,7 @@ from typing import assert_type
 
 import durable
 from durable import Call, execute, task, workflow
+from durable.testing import DurableEnv
 
 
 @task
@@ -57,3 +58,11 @@ def application() -> None:
     assert_type(durable.now().year, int)
     assert_type(durable.recover(), list[str])
     pipeline.bind("three")  # type: ignore[arg-type]
+    # Run options with a bound call: the arguments are checked, the options typed.
+    assert_type(durable.dispatch(pipeline.bind(3), id="p-3", queue="q", priority=1).id, str)
+    durable.dispatch(pipeline.bind(3), priority="high")  # type: ignore[call-overload]
+
+
+def testing_kit(env: DurableEnv) -> None:
+    assert_type(env.execute(pipeline, 3), tuple[float, list[str]])
+    assert_type(env.execute(pipeline.bind(3), id="p-3"), tuple[float, list[str]])

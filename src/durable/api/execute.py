@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar, overload
 
+from durable.core import run_options
 from durable.core.functions import Call, Durable
 from durable.errors import NotDurableError
 from durable.runtime import calls
@@ -21,9 +22,18 @@ T3 = TypeVar("T3")
 
 
 def _calls(
+    verb: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[list[Call[Any]], bool, str | None]:
+    """Normalize execute's arguments: one durable function with arguments, or calls;
+    and the run's id (`run_options.take` refuses a keyword that could be either)."""
+    run_id: str | None = run_options.take(verb, target, kwargs).get("id")
+    bound, single = _bound(target, args, kwargs)
+    return bound, single, run_id
+
+
+def _bound(
     target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[list[Call[Any]], bool]:
-    """Normalize execute's arguments: one durable function with arguments, or calls."""
     if isinstance(target, Durable):
         return [target.bind(*args, **kwargs)], True
     if isinstance(target, Call):
@@ -62,7 +72,7 @@ def execute(c1: Call[T1], c2: Call[T2], /) -> tuple[T1, T2]: ...
 def execute(c1: Call[T1], c2: Call[T2], c3: Call[T3], /) -> tuple[T1, T2, T3]: ...
 @overload
 def execute(c1: Call[Any], c2: Call[Any], /, *calls: Call[Any]) -> tuple[Any, ...]: ...
-def execute(target: Any, /, *args: Any, id: str | None = None, **kwargs: Any) -> Any:
+def execute(target: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run a workflow or task durably now and return its result.
 
     ``execute(fn, *args, **kwargs)`` runs one call; ``execute(f.bind(...), g.bind(...))``
@@ -80,14 +90,19 @@ def execute(target: Any, /, *args: Any, id: str | None = None, **kwargs: Any) ->
             the same call returns the stored result, or resumes the unfinished run.
         **kwargs: the function's keyword arguments.
 
+    ``id`` is the run's option; every other keyword goes to the function. If the
+    function has a parameter named ``id``, the flat form cannot say which is meant and
+    raises TypeError: bind the arguments, ``execute(fn.bind(id=...), id="run-1")``.
+
     Raises:
-        TypeError: the arguments do not fit the signature; nothing was written.
+        TypeError: the arguments do not fit the signature, or a keyword is both a
+            parameter of the function and a run option; nothing was written.
         SerializationError: an argument cannot be stored; nothing was written.
         IdempotencyConflict: *id* belongs to a run of another call.
         NondeterminismError: the run's history no longer matches the code.
         Exception: whatever the workflow or task raised, of its original type.
     """
-    bound, single = _calls(target, args, kwargs)
+    bound, single, id = _calls("execute", target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
         if id is not None:
@@ -111,9 +126,14 @@ def _top_level(engine: Engine, call: Call[Any]) -> Callable[[], Any]:
     return lambda: engine.execute_call(call)
 
 
-async def execute_async(target: Any, /, *args: Any, id: str | None = None, **kwargs: Any) -> Any:
-    """`execute` for async code: awaitable, runs async workflows and tasks on this loop."""
-    bound, single = _calls(target, args, kwargs)
+async def execute_async(target: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """`execute` for async code: awaitable, runs async workflows and tasks on this loop.
+
+    Takes what `execute` takes, ``id=`` included, with the same rule: if the function
+    has a parameter named ``id``, say which is meant with
+    ``execute_async(fn.bind(id=...), id="run-1")``.
+    """
+    bound, single, id = _calls("execute_async", target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
         if id is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Generic, TypeVar, overload
 
-from durable.core import durations
+from durable.core import durations, run_options
 from durable.core.functions import Call, Durable
 from durable.core.records import Run, RunStatus
 from durable.errors import NotDurableError
@@ -83,16 +83,11 @@ def dispatch(
     priority: int = 0,
     **kwargs: Any,
 ) -> Handle[R]: ...
-def dispatch(
-    target: Any,
-    /,
-    *args: Any,
-    id: str | None = None,
-    queue: str = "default",
-    priority: int = 0,
-    **kwargs: Any,
-) -> Handle[Any]:
+def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
     """Start a workflow or task in the background and return a `Handle` to it.
+
+    ``dispatch(fn, *args, id=None, queue="default", priority=0, **kwargs)``, or
+    ``dispatch(fn.bind(*args, **kwargs), id=..., queue=..., priority=...)``.
 
     In application code the run is stored QUEUED (committed before this returns) for a
     worker serving *queue*; workers take higher *priority* first, then older runs.
@@ -100,12 +95,19 @@ def dispatch(
     handle. Inside a workflow the dispatch is recorded at its position, and the child's
     id is derived from the parent's, so replay finds the same child.
 
+    *id*, *queue* and *priority* are the run's options; every other keyword goes to
+    *fn*. If *fn* has a parameter named like an option, the flat form cannot say which
+    is meant and raises TypeError: bind the arguments, ``dispatch(fn.bind(id=...),
+    id="run-1")``.
+
     Raises:
+        TypeError: the arguments do not fit the signature, or a keyword is both a
+            parameter of *fn* and a run option; nothing was written.
         IdempotencyConflict: *id* belongs to a run of another call.
         SerializationError: an argument cannot be stored; nothing was written.
         InvalidValue: *id* or *queue* holds a NUL character or a lone surrogate.
     """
-    call = _one_call(target, args, kwargs)
+    call, id, queue, priority = dispatch_parts(target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
         if id is not None:
@@ -118,6 +120,16 @@ def dispatch(
     engine = get_engine()
     run = engine.dispatch_call(call, run_id=id, queue=queue, priority=priority)
     return Handle(engine, run.id)
+
+
+def dispatch_parts(
+    target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], called: str = "dispatch"
+) -> tuple[Call[Any], str | None, str, int]:
+    """Split dispatch's arguments (consumes *kwargs*) into the call and the run's id,
+    queue and priority (`run_options.take` refuses a keyword that could be either)."""
+    options = run_options.take("dispatch", target, kwargs, called=called)
+    call = _one_call(target, args, kwargs)
+    return call, options.get("id"), options.get("queue", "default"), options.get("priority", 0)
 
 
 def _one_call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call[Any]:

@@ -1,6 +1,7 @@
 """The options of a run as users give them, checked at the call: its id, its queue,
-its priority. And the order a worker starts a claimed batch in, which no stored row
-can break.
+its priority. Which keywords of each verb are options rather than the function's own
+arguments (`VERB_OPTIONS`, `take`). And the order a worker starts a claimed batch in,
+which no stored row can break.
 
 Ids of the form ``<anything>/<digits>`` belong to children: a workflow's child at
 position 3 is ``<parent id>/3`` (see `runtime/children.py`). A run a user created
@@ -9,10 +10,13 @@ with such an id would take a child's place, so users cannot choose one.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+import reprlib
 from typing import Any
 
+from .functions import Durable
 from .text import check_text
 
 #: The longest id or queue name, in UTF-8 bytes.
@@ -20,6 +24,18 @@ MAX_NAME_BYTES = 512
 #: Priorities are stored as int4 (PostgreSQL ``integer``).
 PRIORITY_MIN = -(2**31)
 PRIORITY_MAX = 2**31 - 1
+
+#: The run options of each verb, by keyword. In ``verb(fn, *args, **kwargs)`` a keyword
+#: named here goes to the run, not to *fn*, and is refused if *fn* has a parameter of
+#: that name (`take`). A verb that gains an option adds it here (a test compares this
+#: table with the verbs' signatures).
+VERB_OPTIONS: dict[str, tuple[str, ...]] = {
+    "dispatch": ("id", "queue", "priority"),
+    "execute": ("id",),
+    "execute_async": ("id",),
+}
+
+_KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 _CHILD_FORM = re.compile(r".*/[0-9]+", re.DOTALL)
 
@@ -91,6 +107,43 @@ def check_priority(priority: object) -> int:
             f"32-bit integer), not {priority}."
         )
     return priority
+
+
+def take(
+    verb: str, target: object, kwargs: dict[str, Any], *, called: str | None = None
+) -> dict[str, Any]:
+    """Remove *verb*'s run options from the keywords it was given, and return them.
+
+    What is left in *kwargs* are the function's own keyword arguments. *called* is the
+    name the user called, if not *verb* (``env.execute`` takes dispatch's options).
+
+    Raises:
+        TypeError: *target* is a workflow or task called flat with a keyword that is
+            both one of its parameters and a run option; the message shows the bound
+            call to write for either meaning.
+    """
+    if not kwargs:
+        return {}
+    options = {name: kwargs.pop(name) for name in VERB_OPTIONS[verb] if name in kwargs}
+    if options and isinstance(target, Durable):
+        parameters = target.signature.parameters
+        for name, value in options.items():
+            parameter = parameters.get(name)
+            if parameter is not None and parameter.kind in _KEYWORD_KINDS:
+                raise TypeError(_clash(called or verb, target, name, value))
+    return options
+
+
+def _clash(verb: str, target: Durable[..., Any], name: str, value: object) -> str:
+    fn = getattr(target.fn, "__name__", target.name)
+    given = f"{name}={reprlib.repr(value)}"
+    return (
+        f"{fn}() has a parameter named {name!r}, which is also {verb}()'s run option; "
+        f"nothing was done. Say which you mean with a bound call: "
+        f"{verb}({fn}.bind(..., {given})) passes it to {fn}(), "
+        f"{verb}({fn}.bind(...), {given}) sets the run's {name}, and "
+        f"{verb}({fn}.bind(..., {name}=...), {given}) does both."
+    )
 
 
 def _number(value: Any) -> bool:

@@ -14,10 +14,10 @@ import datetime as dt
 import threading
 from typing import Any, TypeVar
 
-from durable.api.handles import Handle, _one_call
+from durable.api.handles import Handle, dispatch_parts
 from durable.api.waiting import send
 from durable.backends.memory import MemoryBackend
-from durable.core.functions import Durable
+from durable.core.functions import Call, Durable
 from durable.core.records import Run, RunStatus, Step, StepKind
 from durable.errors import DurableError
 from durable.runtime import defaults as _config
@@ -177,25 +177,19 @@ class DurableEnv:
             if not ran:
                 return
 
-    def dispatch(
-        self,
-        target: Any,
-        /,
-        *args: Any,
-        id: str | None = None,
-        queue: str = "default",
-        priority: int = 0,
-        **kwargs: Any,
-    ) -> Handle[Any]:
-        """Start a run (as `durable.dispatch`) and run it until it finishes or waits."""
-        call = _one_call(target, args, kwargs)
+    def dispatch(self, target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
+        """Start a run (as `durable.dispatch`, with the same run options and the same
+        rule for them) and run it until it finishes or waits."""
+        call, id, queue, priority = dispatch_parts(target, args, kwargs)
         run = self.engine.dispatch_call(call, run_id=id, queue=queue, priority=priority)
         self.drain()
         return Handle(self.engine, run.id)
 
-    def execute(self, target: Durable[..., R], /, *args: Any, **kwargs: Any) -> R:
-        """Run a workflow or task to its outcome, jumping over its timers."""
-        result: R = self.dispatch(target, *args, **kwargs).result()
+    def execute(self, target: Durable[..., R] | Call[R], /, *args: Any, **kwargs: Any) -> R:
+        """Run a workflow or task to its outcome, jumping over its timers (takes the
+        options of `dispatch`)."""
+        call, id, queue, priority = dispatch_parts(target, args, kwargs, "execute")
+        result: R = self.dispatch(call, id=id, queue=queue, priority=priority).result()
         return result
 
     def send(
