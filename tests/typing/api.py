@@ -66,3 +66,14 @@ def application() -> None:
 def testing_kit(env: DurableEnv) -> None:
     assert_type(env.execute(pipeline, 3), tuple[float, list[str]])
     assert_type(env.execute(pipeline.bind(3), id="p-3"), tuple[float, list[str]])
+
+
+async def async_application() -> None:
+    # execute_async is typed as execute is: results, and id= as a str.
+    assert_type(await durable.execute_async(apipeline, 1), int)
+    assert_type(await durable.execute_async(pipeline, 3, id="p-3"), tuple[float, list[str]])
+    assert_type(await durable.execute_async(apipeline.bind(1), id="a-1"), int)
+    b, c = await durable.execute_async(fetch.bind(1), flaky.bind("x"))
+    assert_type(b, float)
+    assert_type(c, list[str])
+    await durable.execute_async(pipeline.bind(3), id=3)  # type: ignore[call-overload]

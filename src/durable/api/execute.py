@@ -126,6 +126,28 @@ def _top_level(engine: Engine, call: Call[Any]) -> Callable[[], Any]:
     return lambda: engine.execute_call(call)
 
 
+@overload
+async def execute_async(
+    target: Durable[..., Coroutine[Any, Any, T]] | Durable[..., Awaitable[T]],
+    /,
+    *args: Any,
+    id: str | None = None,
+    **kwargs: Any,
+) -> T: ...
+@overload
+async def execute_async(
+    target: Durable[..., T], /, *args: Any, id: str | None = None, **kwargs: Any
+) -> T: ...
+@overload
+async def execute_async(target: Call[Coroutine[Any, Any, T]], /, *, id: str | None = None) -> T: ...
+@overload
+async def execute_async(target: Call[T], /, *, id: str | None = None) -> T: ...
+@overload
+async def execute_async(c1: Call[T1], c2: Call[T2], /) -> tuple[T1, T2]: ...
+@overload
+async def execute_async(c1: Call[T1], c2: Call[T2], c3: Call[T3], /) -> tuple[T1, T2, T3]: ...
+@overload
+async def execute_async(c1: Call[Any], c2: Call[Any], /, *calls: Call[Any]) -> tuple[Any, ...]: ...
 async def execute_async(target: Any, /, *args: Any, **kwargs: Any) -> Any:
     """`execute` for async code: awaitable, runs async workflows and tasks on this loop.
 
