@@ -126,8 +126,8 @@ class Worker:
         for run_id, epoch in leftovers.items():
             # Still inside a task body: hand the run back now; our later writes, if any,
             # are fenced off once another worker claims it.
-            log.warning("run %s: still busy after %gs; released", run_id, grace)
             self.engine.backend.release_run(run_id, epoch)
+            log.warning("run %s: still busy after %gs; released", run_id, grace)
         self._pool.shutdown(wait=False)
         log.info("worker %s stopped", self.engine.owner)
         return len(leftovers)
