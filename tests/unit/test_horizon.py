@@ -4,7 +4,6 @@ time of any size is shown, never raised on (finding 8 of issue 23)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,12 +16,9 @@ from tests.unit.helpers import history
 
 
 @pytest.fixture
-def engine() -> Iterator[durable.Engine]:
-    engine = durable.configure("memory://", lease=2.0)
-    try:
-        yield engine
-    finally:
-        engine.close()
+def engine(memory_engine: durable.Engine) -> durable.Engine:
+    """The default engine on a fresh memory backend (the shared fixture)."""
+    return memory_engine
 
 
 @workflow

@@ -4,7 +4,6 @@ queues, priorities; and the claim order, which no stored row can break."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,12 +25,9 @@ from tests.unit.helpers import history
 
 
 @pytest.fixture
-def engine() -> Iterator[durable.Engine]:
-    engine = durable.configure("memory://", lease=2.0)
-    try:
-        yield engine
-    finally:
-        engine.close()
+def engine(memory_engine: durable.Engine) -> durable.Engine:
+    """The default engine on a fresh memory backend (the shared fixture)."""
+    return memory_engine
 
 
 @task
