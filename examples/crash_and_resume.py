@@ -1,11 +1,13 @@
-"""A workflow whose process dies after task 2, and a second process that finishes it.
+"""A workflow whose process dies in the middle of task 3, and a second process that
+finishes it.
 
     python examples/crash_and_resume.py
 
 The script starts itself as a child process. The child runs the workflow and kills
-itself with os._exit right after task 2, the way a crash or a deploy would. This
+itself with os._exit inside task 3's body, the way a crash or a deploy would. This
 process then calls durable.recover(): the run is replayed from the database, tasks 1
-and 2 return their recorded results without running, and only task 3 runs.
+and 2 return their recorded results without running, and task 3, recorded as started
+but never finished, runs again.
 """
 
 from __future__ import annotations
@@ -30,17 +32,15 @@ def note(line: str) -> None:
 @task
 def step(n: int) -> str:
     note(f"task {n} ran in process {os.getpid()}")
+    if n == 3 and os.environ.get("CRASH_IN_TASK_3"):
+        note(f"process {os.getpid()} dies now (os._exit) in the middle of task 3")
+        os._exit(1)
     return f"result of task {n}"
 
 
 @workflow
 def three_steps() -> list[str]:
-    results = [step(1), step(2)]
-    if os.environ.get("CRASH_AFTER_TASK_2"):
-        note(f"process {os.getpid()} dies now (os._exit) before task 3")
-        os._exit(1)
-    results.append(step(3))
-    return results
+    return [step(1), step(2), step(3)]
 
 
 def main() -> None:
@@ -51,7 +51,7 @@ def main() -> None:
     run_id = f"crash-demo-{uuid.uuid4().hex[:8]}"
     child = subprocess.run(
         [sys.executable, __file__, run_id],
-        env={**os.environ, "CRASH_AFTER_TASK_2": "1"},
+        env={**os.environ, "CRASH_IN_TASK_3": "1"},
         check=False,  # the child is meant to die
     )
     print(f"child process exited with code {child.returncode}; run {run_id} is unfinished")
@@ -64,7 +64,7 @@ def main() -> None:
     ran = LEDGER.read_text()
     assert ran.count("task 1 ran") == 1 and ran.count("task 2 ran") == 1, "a task ran twice!"
     print("result:", execute(three_steps, id=run_id))
-    print("tasks 1 and 2 were replayed from the database, not re-run; task 3 ran once.")
+    print("tasks 1 and 2 were replayed from the database, not re-run; task 3 ran again.")
 
 
 if __name__ == "__main__":

@@ -143,12 +143,13 @@ def test_waiting_run_is_yellow_with_an_event_form(page: Page) -> None:
 
 
 def test_running_run_is_blue_with_expected_steps_dashed(page: Page) -> None:
-    """A run busy in a task: one blue "running…" box, then the expected boxes in white."""
+    """A run busy in a task: its recorded start is a blue box named after the task, then
+    the expected boxes in white."""
     page.open_run("order-running")
     assert_box(page, "p0", "finished")
     assert_box(page, "p1", "running")
     assert_box(page, "p2", "not-reached", kind="task")
-    assert page.text('g.node[data-id="p1"] .label') == "running…"
+    assert page.text('g.node[data-id="p1"] .label') == "hold"
     assert page.find("#cancel-run").is_displayed()
     assert not page.find("#retry-run").is_displayed()
 

@@ -12,6 +12,7 @@ Environment:
     DURABLE_TEST_MARKERS  directory for marker files (<point>.<pid>)
     DURABLE_TEST_LEASE    the engine's lease in seconds
     DURABLE_TEST_START    wait for this file to exist before acting (to line up a race)
+    DURABLE_TEST_CODE     "changed": `three` calls `other` at position 1 instead of `step`
 """
 
 from __future__ import annotations
@@ -51,17 +52,30 @@ def pause_point(name: str) -> None:
 
 @task
 def step(i: int) -> dict[str, int]:
+    if i == 3:
+        # Tasks 1 and 2 are committed (task 2's result with task 3's start), and task 3
+        # has not done anything yet.
+        pause_point("between")
     key = durable.task_key()
     _ledger(f"{key.rsplit(':', 1)[0]} {i - 1} {os.getpid()}")
     pause_point(f"in-step-{i}")
     return {"i": i, "pid": os.getpid()}
 
 
+@task
+def other(i: int) -> dict[str, int]:
+    """What position 1 calls in "changed" code: it leaves a marker if it ever runs."""
+    (Path(os.environ["DURABLE_TEST_MARKERS"]) / f"other-ran.{os.getpid()}").touch()
+    return {"i": -i, "pid": os.getpid()}
+
+
 @workflow
 def three() -> list[dict[str, int]]:
     first = step(1)
-    second = step(2)
-    pause_point("between")
+    # DURABLE_TEST_CODE=changed stands for a deploy that changed this line.
+    second = other(2) if os.environ.get("DURABLE_TEST_CODE") == "changed" else step(2)
+    # Workflow code: task 2's result is not committed yet (it goes with task 3's start).
+    pause_point("in-workflow")
     return [first, second, step(3)]
 
 

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable import RunStatus
+from durable import NondeterminismError, RunStatus
+from durable.core.records import StepStatus
 from tests.e2e.harness import Children
+
+COMPLETED = StepStatus.COMPLETED
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 pytestmark = pytest.mark.e2e
@@ -35,8 +38,9 @@ def test_sigkill_between_tasks_then_resume(children: Children, url: str, resume_
     children.wait_for_pause("between")
     children.kill(victim)
     assert children.bodies() == Counter({("crash-1", 0): 1, ("crash-1", 1): 1})
-    run, _, _ = stored(url, "crash-1")
+    run, history, _ = stored(url, "crash-1")
     assert run.status is RunStatus.RUNNING, "a killed run is left running, to be recovered"
+    assert [s.status for s in history] == [COMPLETED, COMPLETED, StepStatus.RUNNING]
 
     if resume_by == "recover":
         survivor = children.start("recover", url)
@@ -54,6 +58,59 @@ def test_sigkill_between_tasks_then_resume(children: Children, url: str, resume_
         {"i": 3, "pid": survivor.pid},
     ], "tasks 1 and 2 were replayed from the victim's records, task 3 ran in the survivor"
     assert [step.epoch for step in history] == [1, 1, 2]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+def test_sigkill_in_workflow_code_reruns_the_task_just_returned(
+    children: Children, url: str
+) -> None:
+    """Killed in the workflow code after task 2 returned: task 2's result goes with task
+    3's start, so it was not committed, and task 2 runs again; task 1 does not."""
+    victim = children.start("run", url, "window", DURABLE_TEST_PAUSE="in-workflow")
+    children.wait_for_pause("in-workflow")
+    children.kill(victim)
+    _, history, _ = stored(url, "window")
+    assert [s.status for s in history] == [COMPLETED, StepStatus.RUNNING]
+    survivor = children.start("recover", url)
+    assert children.finish(survivor) == ["window"]
+    assert children.bodies() == Counter({("window", 0): 1, ("window", 1): 2, ("window", 2): 1})
+    run, history, result = stored(url, "window")
+    assert run.status is RunStatus.COMPLETED
+    assert [entry["pid"] for entry in result] == [victim.pid, survivor.pid, survivor.pid]  # type: ignore[attr-defined]
+    assert [(s.attempts, s.epoch) for s in history] == [(1, 1), (1, 2), (1, 2)]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+def test_changed_code_at_a_task_killed_in_flight_is_caught(
+    children: Children, url: str, tmp_path: Path
+) -> None:
+    """Killed inside task 2; the code then calls `other` at position 1: resuming blocks
+    the run with a NondeterminismError naming the position and both calls, and `other`
+    never runs. Reverted, the run completes; task 2 ran twice (killed, then again)."""
+    victim = children.start("run", url, "changed", DURABLE_TEST_PAUSE="in-step-2")
+    children.wait_for_pause("in-step-2")
+    children.kill(victim)
+    changed = children.start("recover", url, DURABLE_TEST_CODE="changed")
+    assert children.finish(changed) == ["changed"]
+    run, history, _ = stored(url, "changed")
+    assert run.status is RunStatus.BLOCKED
+    with durable.Engine(url) as engine, pytest.raises(NondeterminismError) as caught:
+        engine.outcome(run)
+    message = str(caught.value)
+    assert "at position 1" in message, message
+    assert "now calls task __main__.other" in message, message  # the app runs as __main__
+    assert "history recorded task __main__.step" in message, message
+    assert [s.status for s in history] == [COMPLETED, StepStatus.RUNNING], "nothing overwritten"
+    markers = Path(children.markers)
+    assert not list(markers.glob("other-ran.*")), "the new call never ran"
+
+    reverted = children.start("recover", url)
+    assert children.finish(reverted) == ["changed"]
+    run, history, result = stored(url, "changed")
+    assert run.status is RunStatus.COMPLETED
+    assert [entry["pid"] for entry in result] == [victim.pid, reverted.pid, reverted.pid]  # type: ignore[attr-defined]
+    assert children.bodies() == Counter({("changed", 0): 1, ("changed", 1): 2, ("changed", 2): 1})
+    assert not list(markers.glob("other-ran.*"))
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)

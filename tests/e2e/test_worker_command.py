@@ -12,6 +12,7 @@ import pytest
 
 import durable
 from durable import RunStatus, workflow
+from durable.core.records import StepStatus
 from tests.e2e.checker import check, read_ledger
 from tests.e2e.harness import Children
 from tests.e2e.test_workers import finished, query, stop_all, until
@@ -166,7 +167,8 @@ def test_work_still_busy_after_the_grace_period_is_released(children: Children, 
             run.status is RunStatus.QUEUED and run.lease_owner is None and run.lease_until is None
         )
         assert run.epoch == 1
-        assert engine.backend.load_history("stuck") == [], "the held body has not returned"
+        started = [(s.position, s.status) for s in engine.backend.load_history("stuck")]
+        assert started == [(0, StepStatus.RUNNING)], "the held body has only started"
     assert "run stuck: still busy after 0.5s; released" in children.log(first)
     # The body is still held, and the worker exits anyway: it does not wait for it.
     assert first.wait(10) == 0, children.log(first)

@@ -52,18 +52,31 @@ class Traced:
         """(what, the synchronous level it committed at) for each write, in order; the
         level the URL configured reads as "configured"."""
         level = "configured"
-        found = []
+        found: list[tuple[str, str]] = []
+        group: list[str] | None = None  # the writes of an open transaction
         for sql in self.statements:
             text = " ".join(sql.split())
+            what = None
             if text.startswith("PRAGMA synchronous="):
                 level = text.split("=", 1)[1]
                 level = "configured" if level == configured else level
+            elif text.startswith("BEGIN"):
+                group = []
+            elif text == "COMMIT" and group is not None:
+                if group:  # one commit: its writes joined, "step+step"
+                    found.append(("+".join(group), level))
+                group = None
             elif text.startswith("INSERT INTO durable_runs"):
-                found.append(("create", level))
+                what = "create"
             elif text.startswith("INSERT INTO durable_history"):
-                found.append(("step", level))
+                what = "result+start" if "UNION ALL" in text else "step"
             elif text.startswith("UPDATE durable_runs SET status="):
-                found.append(("finish", level))
+                what = "finish"
+            if what is not None:
+                if group is None:
+                    found.append((what, level))
+                else:
+                    group.append(what)
         return found
 
     def pooled_levels(self) -> set[str]:
@@ -97,6 +110,13 @@ def relaxed_flow(n: int) -> list[int]:
 
 
 @durable.workflow
+def relaxed_plain(n: int) -> list[int]:
+    """No durable call: its outcome is relaxed (a completed run's last task's result
+    goes with the outcome, which then commits synced)."""
+    return [i * 10 for i in range(n)]
+
+
+@durable.workflow
 def relaxed_failure() -> None:
     relaxed_step(0)
     raise ValueError("the workflow's own error")
@@ -110,15 +130,21 @@ def test_only_the_outcome_skips_its_fsync(traced: Traced) -> None:
     with pytest.raises(ValueError, match="own error"):
         durable.execute(relaxed_failure)
     writes = traced.writes(configured)
+    # Each task's start is written with the previous task's result, in one statement;
+    # the last result goes with a completed run's outcome, so that commit is synced.
+    # A failed run's outcome follows from its history, and a run created for its owner
+    # has done nothing yet: both relaxed, the next synced commit covers the creation.
     assert writes == [
-        ("create", "configured"),
-        *[("step", "configured")] * 3,
-        ("finish", "NORMAL"),
-        ("create", "configured"),
+        ("create", "NORMAL"),
+        ("step", "configured"),
+        *[("result+start", "configured")] * 2,
+        ("finish+step", "configured"),
+        ("create", "NORMAL"),
+        ("step", "configured"),
         ("step", "configured"),
         ("finish", "NORMAL"),
     ], writes
-    assert traced.statements.count(f"PRAGMA synchronous={configured}") == 2
+    assert traced.statements.count(f"PRAGMA synchronous={configured}") == 3
     assert traced.pooled_levels() == {configured}, "each connection is set back"
 
 
@@ -128,7 +154,15 @@ def test_a_dead_verdict_is_synced(traced: Traced) -> None:
         NewRun(id="r", workflow="app.w", input=b"j[]", call_hash="h", owner="o", lease=30.0)
     )
     assert backend.finish_run("r", 1, RunStatus.DEAD, error=b"jnull")
-    assert traced.writes() == [("create", "configured"), ("finish", "configured")]
+    # Created for its owner: relaxed; the verdict is not implied by a history: synced.
+    assert traced.writes() == [("create", "NORMAL"), ("finish", "configured")]
+
+
+def test_a_dispatched_run_is_synced(traced: Traced) -> None:
+    """dispatch() returns a handle others may act on: its run is fsynced first."""
+    queued = NewRun(id="q", workflow="app.w", input=b"j[]", call_hash="h", owner=None, lease=None)
+    traced.backend.create_run(queued)
+    assert traced.writes() == [("create", "configured")]
     assert not any("NORMAL" in sql for sql in traced.statements)
 
 
@@ -239,7 +273,7 @@ def test_a_closed_backend_has_synced_its_outcomes(
     other = sqlite3.connect(tmp_path / "c.db")
     other.execute("SELECT count(*) FROM durable_runs").fetchall()
     try:
-        assert durable.execute(relaxed_flow, 1) == [0]
+        assert durable.execute(relaxed_plain, 1) == [0]
         assert paths == []
         engine.close()
         assert paths == [str(tmp_path / "c.db-wal")]
@@ -271,7 +305,7 @@ def test_a_forked_child_fsyncs_its_own_outcomes(tmp_path: Path) -> None:
     """A child forked while the parent's fsync thread may hold its lock starts afresh:
     it commits outcomes, runs a thread of its own and fsyncs its WAL when it closes."""
     engine = durable.configure(f"sqlite:///{tmp_path / 'fork.db'}")
-    assert durable.execute(relaxed_flow, 1) == [0]
+    assert durable.execute(relaxed_plain, 1) == [0]
     relax = engine.backend._db.relax  # type: ignore[attr-defined]
     parent_thread = relax._thread
     assert parent_thread is not None and parent_thread.is_alive()
@@ -290,7 +324,7 @@ def test_a_forked_child_fsyncs_its_own_outcomes(tmp_path: Path) -> None:
     if pid == 0:  # pragma: no cover - the child reports through its exit code
         code = 1
         try:
-            if durable.execute(relaxed_flow, 2) == [0, 10]:
+            if durable.execute(relaxed_plain, 2) == [0, 10]:
                 child_thread = relax._thread
                 ok = child_thread is not None and child_thread is not parent_thread
                 engine.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from durable import RunStatus, execute, task, workflow
+from durable import RunStatus, StepStatus, execute, task, workflow
 from durable.errors import NondeterminismError
 from tests.unit.helpers import Crash, history, run
 
@@ -73,9 +73,10 @@ def test_a_different_task_at_a_recorded_position_blocks_the_run() -> None:
     _the_advice_points_at_a_real_section(str(caught.value))
     stored = run("order-1")
     assert stored.status is RunStatus.BLOCKED
-    assert [st.output for st in history("order-1")] == [b'j"charge:0"'], (
-        "history is never overwritten"
-    )
+    assert [(st.status, st.output) for st in history("order-1")] == [
+        (StepStatus.COMPLETED, b'j"charge:0"'),
+        (StepStatus.RUNNING, None),  # "crash" started and never ended
+    ], "history is never overwritten"
 
 
 def test_a_blocked_run_resumes_once_the_code_matches_again() -> None:
@@ -208,6 +209,49 @@ def test_recorded_errors_replay_as_the_same_type() -> None:
         execute(checkout, id="checkout")
     assert execute(checkout, id="checkout") == "sorry (402)"
     assert calls == ["pay", "apologise"]
+
+
+def test_a_different_task_where_one_was_in_flight_blocks_the_run() -> None:
+    """The process dies inside task b; the code now calls other at b's position. The
+    start of b was recorded before its body ran, so resuming is a divergence naming
+    both calls; other never runs. Reverting resumes the run: b runs again, once."""
+    ran: list[str] = []
+    variant = {"at_1": "b"}
+
+    @task
+    def a() -> str:
+        ran.append("a")
+        return "a"
+
+    @task
+    def b() -> str:
+        ran.append("b")
+        if ran.count("b") == 1:
+            raise Crash  # the process dies inside the body
+        return "b"
+
+    @task
+    def other() -> str:
+        ran.append("other")
+        return "other"
+
+    @workflow
+    def flow() -> list[str]:
+        first = a()
+        second = b() if variant["at_1"] == "b" else other()
+        return [first, second]
+
+    with pytest.raises(Crash):
+        execute(flow, id="in-flight")
+    variant["at_1"] = "other"
+    with pytest.raises(NondeterminismError) as caught:
+        execute(flow, id="in-flight")
+    assert caught.value.position == 1
+    assert b.name in caught.value.recorded and other.name in caught.value.current
+    assert run("in-flight").status is RunStatus.BLOCKED
+    variant["at_1"] = "b"
+    assert execute(flow, id="in-flight") == ["a", "b"]
+    assert ran == ["a", "b", "b"], "a ran once, b twice (once killed), other never"
 
 
 def _the_advice_points_at_a_real_section(message: str) -> None:

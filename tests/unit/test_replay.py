@@ -128,3 +128,22 @@ def test_history_order_does_not_matter() -> None:
         True,
         True,
     ]
+
+
+def test_a_started_position_is_continued_by_the_same_call() -> None:
+    """A task recorded as started but never finished (its process died inside the body)
+    is handed back unfinished: the same call makes another attempt there."""
+    started = step(1, status=StepStatus.RUNNING, output=None, attempts=1)
+    replay = Replay("run-7", [step(0), started])
+    assert replay.decide(1, StepKind.TASK, "app.fetch", "v1:aa") is started
+    assert not started.status.finished
+
+
+def test_a_different_call_at_a_started_position_is_a_divergence() -> None:
+    """The code changed at a task that was in flight: another call there is refused,
+    like a different call at a finished position, naming both calls."""
+    replay = Replay("run-7", [step(0), step(1, status=StepStatus.RUNNING, output=None)])
+    with pytest.raises(NondeterminismError) as caught:
+        replay.decide(1, StepKind.TASK, "app.other", "v1:bb")
+    assert caught.value.position == 1
+    assert "app.fetch" in caught.value.recorded and "app.other" in caught.value.current

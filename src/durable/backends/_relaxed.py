@@ -1,4 +1,5 @@
-"""Relaxed commits on SQLite: a run's outcome without an fsync of its own.
+"""Relaxed commits on SQLite: a run's outcome, or its creation for its owner, without
+an fsync of its own.
 
 A run's outcome (completed, failed, cancelled) follows from its history: replaying the
 recorded steps returns the same result or raises the same error without running any
@@ -8,8 +9,12 @@ durable against power loss with the next synced commit of any connection to the 
 (the WAL is one file written in order, and its fsync covers every earlier frame), or
 at most `DELAY` seconds later, when a background thread fsyncs the WAL. A power loss
 in between leaves the run RUNNING under an owner that is gone; recovery replays it to
-the same outcome. This saves one fsync of the N + 2 that a workflow of N steps costs:
-its start and every step still commit synced before the code after them runs.
+the same outcome. A run that `execute` creates for its own process is relaxed too: it
+has done nothing yet, and its first effect (a task's start, a send, a dispatch, a wait)
+is a synced commit that makes it durable. A dispatched run is synced (its handle goes to
+the caller), and so is an outcome that carries the last task's result (not implied by
+the history). A workflow of N tasks costs N + 1 fsyncs: the first task's start, N - 1
+results each with the next task's start, and the last result with the outcome.
 """
 
 from __future__ import annotations

@@ -43,6 +43,10 @@ _FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLE
 class StepStatus(StrEnum):
     """The state of one history position."""
 
+    #: a task attempt started (recorded before its body runs) and not finished yet: if
+    #: its process died, the next execution makes another attempt at this position,
+    #: and replay holds the code to the call recorded here, as for a finished step.
+    RUNNING = "running"
     #: an attempt failed and another will follow (at ``wake_at``); the row will be updated.
     RETRYING = "retrying"
     #: a wait not over yet: its deadline (``wake_at``) is recorded; the row will be updated.

@@ -32,10 +32,10 @@ def call(
 
 def run_call(context: RunContext, call: Call[Any]) -> Any:
     """Run one durable call at the next position; async targets return a coroutine."""
-    position = context.allocate()
-    if call.target.is_async:
-        return step_async(context, position, call)
-    return step(context, position, call)
+    target = call.target
+    if target.is_async:
+        return step_async(context, context.allocate(), call)
+    return step(context, context.allocate(task=target.kind is _TASK), call)
 
 
 def parallel(context: RunContext, calls: Sequence[Call[Any]]) -> list[Any]:
@@ -84,7 +84,7 @@ def _gather(context: RunContext, outcomes: Sequence[Any]) -> list[Any]:
 def step(context: RunContext, position: int, call: Call[Any]) -> Any:
     """Replay or run *call* at *position*, synchronously; hand its outcome back."""
     try:
-        value = _settle(context, position, call)
+        value = _settle(context, position, call, sequential=True)
     except Exception:
         context.returned()  # a cancellation that came meanwhile outranks the failure
         raise
@@ -111,13 +111,16 @@ async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any
         turns.leave(position)
 
 
-def _settle(context: RunContext, position: int, call: Call[Any]) -> Any:
-    """The outcome of *call* at *position*: replayed, or run here and recorded."""
+def _settle(
+    context: RunContext, position: int, call: Call[Any], *, sequential: bool = False
+) -> Any:
+    """The outcome of *call* at *position*: replayed, or run here and recorded
+    (*sequential*: alone, not a parallel branch; see `tasks.step`)."""
     found = context.frontier_for(position, call)
     if isinstance(found, Step):
         return context.replayed(found)
     if call.target.kind is _TASK:
-        return tasks.run(context, found)
+        return tasks.run(context, found, sequential=sequential)
     return children.run_child(context, found)
 
 

@@ -29,7 +29,8 @@ from durable.errors import (
 )
 
 from . import runs
-from .context import Pending, RunContext
+from .context import RunContext
+from .pending import Pending
 from .stops import RELEASED
 
 
@@ -134,7 +135,7 @@ def dispatch(context: RunContext, call: Call[Any], *, queue: str, priority: int)
     if recorded is not None:
         run_id: str = context.replayed(recorded)
         return run_id
-    pending = context.pending(position, call, digest, kind=StepKind.DISPATCH)
+    pending = Pending(position, call, digest, None, kind=StepKind.DISPATCH)
     run_id = child_id(context, position)
     faults.hit("before_checkpoint", f"dispatch:{target.name}")
     try:

@@ -48,6 +48,7 @@ from durable.errors import (
 
 from .host import Host
 from .loops import in_event_loop
+from .pending import UNSET, Pending
 from .stops import Abandoned, Suspend
 from .turns import Turns
 
@@ -105,6 +106,9 @@ class RunContext:
         #: called with the position of a durable call that has no recorded outcome, before
         #: it runs: `durable.testing.replay` stops there (it only checks the history).
         self.frontier: Callable[[int, str], None] | None = None
+        #: a task's result not written yet: it goes with the next task's start, in one
+        #: commit (`begin`), or alone before any other durable call (`flush`).
+        self._deferred: Step | None = None
         #: taken over from an owner that died; the count resets once this run progresses.
         self._recovering = run.recoveries > 0
         if self._recovering:
@@ -112,8 +116,14 @@ class RunContext:
 
     # -- positions -------------------------------------------------------------------
 
-    def allocate(self, count: int = 1) -> int:
-        """Take the next *count* positions; deliver a pending cancellation there instead."""
+    def allocate(self, count: int = 1, *, task: bool = False) -> int:
+        """Take the next *count* positions; deliver a pending cancellation there instead.
+
+        *task*: the call is one synchronous task, whose start may carry the result still
+        deferred (`begin`); any other call writes that result first.
+        """
+        if self._deferred is not None and not (task and count == 1):
+            self.flush()
         self.check()
         if self.run_id in self._draining:
             raise self.poison(Abandoned(None))
@@ -135,7 +145,8 @@ class RunContext:
             return
         position = self.replay.next_position
         recorded = self.replay.recorded(position)
-        if recorded is None:
+        # A start there (its body never ran, or its process died) is no outcome yet.
+        if recorded is None or recorded.status is StepStatus.RUNNING:
             if self.cancel_requested:
                 self.replay.allocate()
                 raise self._cancelled(self._marker(position, _CANCEL_RETURN, _CANCEL_RETURN_HASH))
@@ -204,18 +215,6 @@ class RunContext:
 
     # -- one position ------------------------------------------------------------------
 
-    def pending(
-        self,
-        position: int,
-        call: Call[Any],
-        digest: str,
-        *,
-        kind: StepKind | None = None,
-        recorded: Step | None = None,
-    ) -> Pending:
-        """A call to run at *position* (*kind* when it is recorded as something else)."""
-        return Pending(position, call, digest, recorded, kind=kind)
-
     def decide(self, position: int, kind: StepKind, name: str, digest: str) -> Step | None:
         """The recorded step at *position* for this call, or None; poisons on divergence."""
         try:
@@ -233,7 +232,7 @@ class RunContext:
         recorded = self.decide(position, target.kind, target.name, digest)
         if recorded is not None and recorded.status.finished:
             return recorded
-        return self.pending(position, call, digest, recorded=recorded)
+        return Pending(position, call, digest, recorded)
 
     def replayed(self, step: Step) -> Any:
         """Return (or raise) the recorded outcome of a finished step."""
@@ -271,10 +270,42 @@ class RunContext:
         pending.start(self.host.clock.now())
         return pending.next_attempt()
 
+    def begin(self, pending: Pending) -> Step | None:
+        """Start one more attempt at *pending*: count it and record it RUNNING before
+        the body runs (with the result still deferred, if any: one commit for both).
+
+        Returns:
+            None to run the body; or the finished step found at the position (written
+            by an earlier attempt of this write whose acknowledgement was lost), to
+            replay instead.
+        """
+        pending.start(self.host.clock.now())
+        pending.next_attempt()
+        stored = self.record(self.step_for(pending, StepStatus.RUNNING, finished_at=None))
+        return stored if stored.status.finished else None
+
+    def take_deferred(self) -> Step | None:
+        """The deferred result, for the caller to write with the run's outcome."""
+        deferred = self._deferred
+        if deferred is not None and faults.ARMED:
+            faults.hit("before_checkpoint", f"{deferred.kind.value}:{deferred.name}")
+        self._deferred = None
+        return deferred
+
+    def flush(self) -> None:
+        """Write the deferred result, if any (before a durable call other than a task,
+        and when the workflow function ends)."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            self.record(deferred)
+
     def step_for(self, pending: Pending, status: StepStatus, **outcome: Any) -> Step:
         """The history row for *pending* with *status* and its output or error."""
         call = pending.call
+        if pending.input is UNSET:
+            pending.input = self.host.preview(call.arguments)
         now = self.host.clock.now()
+        outcome.setdefault("finished_at", now)
         return Step(
             run_id=self.run_id,
             position=pending.position,
@@ -282,23 +313,32 @@ class RunContext:
             name=call.target.name,
             call_hash=pending.digest,
             status=status,
-            input=self.host.preview(call.arguments),
+            input=pending.input,
             attempts=max(pending.attempt, 1),
             started_at=pending.started or now,
-            finished_at=now,
             epoch=self.epoch,
             **outcome,
         )
 
-    def succeeded(self, pending: Pending, value: Any) -> Any:
-        """Record *value* as the outcome of *pending* and return it."""
+    def succeeded(self, pending: Pending, value: Any, *, defer: bool = False) -> Any:
+        """Record *value* as the outcome of *pending* and return it.
+
+        *defer*: keep the record for the next write of this run instead (see `begin`):
+        the workflow code between two durable calls is deterministic and has no effects,
+        so writing the result later loses nothing but the time to re-run that code.
+        """
         try:
             output = self.host.dump(value, pending.describe_result)
         except SerializationError as error:
             # Deterministic: record the failure, so replay raises it without re-running.
             self.failed(pending, error)
             raise
-        return self.settle(self.step_for(pending, StepStatus.COMPLETED, output=output), value)
+        step = self.step_for(pending, StepStatus.COMPLETED, output=output)
+        if defer:
+            self._deferred = step
+            self.replay.remember(step)
+            return value
+        return self.settle(step, value)
 
     def failed(self, pending: Pending, error: BaseException) -> None:
         """Record *error* as the outcome of *pending*."""
@@ -312,11 +352,29 @@ class RunContext:
         return self.replayed(stored)
 
     def record(self, step: Step) -> Step:
-        """Write *step* (fenced); learn of cancellation requests on the way back."""
+        """Write *step* (fenced), after the deferred result if any, in one commit; learn
+        of cancellation requests on the way back."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None and step.status is not StepStatus.RUNNING:
+            self.record(deferred)  # only a task's start goes in the same commit
+            deferred = None
         if faults.ARMED:  # the subject costs more to build than the check
-            faults.hit("before_checkpoint", f"{step.kind.value}:{step.name}")
+            for each in (deferred, step):  # an outcome's checkpoint, not a task's start
+                if each is not None and each.status is not StepStatus.RUNNING:
+                    faults.hit("before_checkpoint", f"{each.kind.value}:{each.name}")
         try:
-            stored, cancel = self.host.backend.record(step, self.epoch)
+            if deferred is None:
+                stored, cancel = self.host.backend.record(step, self.epoch)
+            else:
+                both, cancel = self.host.backend.record_steps([deferred, step], self.epoch)
+                self.replay.remember(both[0])
+                if cancel:
+                    # Cancelled while the last task ran: it must be delivered where that
+                    # task returned, and the workflow code has gone past it. That code is
+                    # deterministic: replay it (the run is queued again at once).
+                    self.cancel_requested = True
+                    raise self.suspend(self.host.clock.now(), None)
+                stored = both[1]
         except (LeaseLost, StorageError) as error:
             raise self.poison(error) from None
         except InvalidValue as error:  # bad input: raised into the workflow, not an outage
@@ -326,7 +384,9 @@ class RunContext:
             ) from None
         self.cancel_requested = self.cancel_requested or cancel
         self.replay.remember(stored)
-        if stored is step:
+        # A task's start is no progress (a task that kills its process every time
+        # starts again and again); the result that came with it is.
+        if deferred is not None or (stored is step and step.status is not StepStatus.RUNNING):
             self.progressed()
         return stored
 
@@ -337,44 +397,3 @@ class RunContext:
             self._recovering = False
             self.host.backend.mark_progress(self.run_id, self.epoch)
             self.host.leases.unproven.discard(self.run_id)
-
-
-class Pending:
-    """A call at the frontier: its position, identity, and the attempts made so far."""
-
-    __slots__ = ("attempt", "call", "digest", "due", "kind", "position", "started")
-
-    def __init__(
-        self,
-        position: int,
-        call: Call[Any],
-        digest: str,
-        recorded: Step | None,
-        *,
-        kind: StepKind | None = None,
-    ) -> None:
-        self.position = position
-        self.call = call
-        self.digest = digest
-        #: the recorded kind when it is not the target's own (a dispatch).
-        self.kind = kind
-        #: attempts made so far, including those recorded before a crash.
-        self.attempt = recorded.attempts if recorded else 0
-        self.started = recorded.started_at if recorded else None
-        #: when the next attempt may start (recorded with the last failed one).
-        self.due = recorded.wake_at if recorded else None
-
-    def next_attempt(self) -> int:
-        """Count one more attempt; return its number (from 1)."""
-        self.attempt += 1
-        return self.attempt
-
-    def start(self, now: float) -> None:
-        """Note when the first attempt began (kept across retries and crashes)."""
-        if self.started is None:
-            self.started = now
-
-    def describe_result(self) -> str:
-        """Name this call's result in a SerializationError."""
-        what = describe(self.kind or self.call.target.kind, self.call.target.name, self.digest)
-        return f"the result of {what} at position {self.position}"

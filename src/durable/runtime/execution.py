@@ -55,10 +55,9 @@ def _body(context: RunContext, call: Call[Any]) -> Any:
     """Call the workflow function (a task run is one durable call at position 0)."""
     target = call.target
     if target.kind is StepKind.TASK:
-        position = context.allocate()
         if target.is_async:
-            return tasks.step_async(context, position, call)
-        return tasks.step(context, position, call)
+            return tasks.step_async(context, context.allocate(), call)
+        return tasks.step(context, context.allocate(task=True), call, sequential=True)
     return target.fn(*call.args, **call.kwargs)
 
 
@@ -98,16 +97,24 @@ def settle_value(
         context.check()
         context.replay.check_complete()
         output = host.dump(value, f"the result of run {run.id!r} ({target.name})")
+        last = context.take_deferred()  # the last task's result: in the outcome's commit
     except BaseException as error:
         return settle_error(host, context, run, error)
     faults.hit("before_complete", f"{target.kind.value}:{target.name}")
-    if host.backend.finish_run(run.id, run.epoch, RunStatus.COMPLETED, output=output):
+    if host.backend.finish_run(
+        run.id, run.epoch, RunStatus.COMPLETED, output=output, last_step=last
+    ):
         return value
+    log.info("run %s: lease lost to another owner (or the run finished meanwhile)", run.id)
     return RELEASED  # fenced off: the run has a newer owner, or finished meanwhile
 
 
 def settle_error(host: Host, context: RunContext, run: Run, error: BaseException) -> Any:
     """The workflow raised *error*: record the outcome it means, then raise or return it."""
+    try:
+        context.flush()  # the last task's result, before the run's outcome or its wait
+    except BaseException as lost:  # LeaseLost or StorageError, as Abandoned (poisoned)
+        error = lost
     fatal = context.fatal
     if fatal is None and isinstance(error, Exception | Cancelled):
         try:

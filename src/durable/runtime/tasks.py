@@ -16,16 +16,20 @@ from durable.core import faults
 from durable.core.functions import Call
 from durable.core.records import Step, StepStatus
 
-from .context import Pending, RunContext, TaskScope, current
+from .context import RunContext, TaskScope, current
 from .loops import run_coroutine
+from .pending import Pending
 
 
-def step(context: RunContext, position: int, call: Call[Any]) -> Any:
-    """Replay the task call at *position*, or run it to its outcome, synchronously."""
+def step(context: RunContext, position: int, call: Call[Any], *, sequential: bool = False) -> Any:
+    """Replay the task call at *position*, or run it to its outcome, synchronously.
+
+    *sequential*: the workflow waits for this call alone (not a parallel branch), so
+    its result may be written with the next task's start (`RunContext.begin`)."""
     found = context.frontier_for(position, call)
     if isinstance(found, Step):
         return context.replayed(found)
-    return run(context, found)
+    return run(context, found, sequential=sequential)
 
 
 async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any:
@@ -36,12 +40,15 @@ async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any
     return await run_async(context, found)
 
 
-def run(context: RunContext, pending: Pending) -> Any:
+def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> Any:
     """Run the task at *pending* to its outcome, synchronously."""
     task = pending.call.target
     while True:
         if pending.due is not None:
             context.hold(pending.due)
+        finished = context.begin(pending)
+        if finished is not None:
+            return context.replayed(finished)
         token = current.set(_scope(context, pending))
         try:
             faults.hit("before_task", f"task:{task.name}")
@@ -56,7 +63,7 @@ def run(context: RunContext, pending: Pending) -> Any:
             continue
         finally:
             current.reset(token)
-        return context.succeeded(pending, value)
+        return context.succeeded(pending, value, defer=sequential)
 
 
 async def run_async(context: RunContext, pending: Pending) -> Any:
@@ -69,6 +76,9 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
                 await asyncio.sleep(left)
             elif left > 0:
                 raise context.suspend(pending.due, None)
+        finished = context.begin(pending)
+        if finished is not None:
+            return context.replayed(finished)
         token = current.set(_scope(context, pending))
         try:
             faults.hit("before_task", f"task:{task.name}")
@@ -86,7 +96,7 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
 def _scope(context: RunContext, pending: Pending) -> TaskScope:
     """What a task body sees of where it runs (`task_key()`, `durable.info()`)."""
     return TaskScope(
-        context.run_id, pending.position, context.attempt(pending), pending.call.target.name,
+        context.run_id, pending.position, pending.attempt, pending.call.target.name,
         context.workflow, context.parent_id,
     )  # fmt: skip
 

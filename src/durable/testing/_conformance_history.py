@@ -4,6 +4,8 @@ position wins, and only the run's current owner may write."""
 
 from __future__ import annotations
 
+import contextlib
+
 from durable.core.records import RunStatus, StepStatus
 from durable.errors import LeaseLost
 
@@ -86,3 +88,40 @@ def check_claim_fences_old_owner(make: MakeBackend) -> None:
         assert not backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j1")
         assert backend.record(_step("run-1", 1, epoch=2), 2)[0].epoch == 2
         assert [s.epoch for s in backend.load_history("run-1")] == [1, 2]
+
+
+def check_record_steps_is_one_write(make: MakeBackend) -> None:
+    """record_steps stores a task's result and the next task's start together, each as
+    record would; fenced as one (a stale epoch writes neither); it reports a cancel
+    request, as record does."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        result = _step("run-1", 0)
+        start = _step("run-1", 1, status=StepStatus.RUNNING, output=None, finished_at=None)
+        stored, cancel = backend.record_steps([result, start], 1)
+        assert stored == [result, start] and not cancel
+        assert list(backend.load_history("run-1")) == [result, start]
+        with contextlib.suppress(LeaseLost):
+            backend.record_steps([_step("run-1", 1), _step("run-1", 2)], 7)
+            raise AssertionError("record_steps at a stale epoch must raise LeaseLost")
+        assert list(backend.load_history("run-1")) == [result, start], "nothing written"
+        backend.cancel_run("run-1")
+        stored, cancel = backend.record_steps([_step("run-1", 1), _step("run-1", 2)], 1)
+        assert cancel and [s.position for s in stored] == [1, 2]
+        assert [s.status for s in backend.load_history("run-1")] == [StepStatus.COMPLETED] * 3
+
+
+def check_finish_run_records_the_last_step(make: MakeBackend) -> None:
+    """finish_run(last_step=) records the last task's result with the run's outcome, in
+    one commit: over its RUNNING start, fenced as one (a stale epoch writes neither)."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        start = _step("run-1", 0, status=StepStatus.RUNNING, output=None, finished_at=None)
+        backend.record(start, 1)
+        assert not backend.finish_run("run-1", 7, RunStatus.COMPLETED, last_step=_step("run-1", 0))
+        assert list(backend.load_history("run-1")) == [start], "a stale epoch writes nothing"
+        result = _step("run-1", 0)
+        assert backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j0", last_step=result)
+        assert list(backend.load_history("run-1")) == [result]
+        run = backend.get_run("run-1")
+        assert run is not None and run.status is RunStatus.COMPLETED and run.output == b"j0"

@@ -23,6 +23,8 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     history.check_record_first_writer_wins,
     history.check_record_retrying_then_finished,
     history.check_record_is_fenced,
+    history.check_record_steps_is_one_write,
+    history.check_finish_run_records_the_last_step,
     history.check_claim_fences_old_owner,
     runs.check_finish_run,
     runs.check_finish_failed,

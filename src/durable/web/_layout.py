@@ -106,7 +106,8 @@ def _step_node(step: Mapping[str, Any], run_status: str) -> Node:
         state = "cancelled"
     elif state == "ready" and run_status == "running":
         # A running run whose history ends in an unfinished step is busy with that
-        # step (a retry in progress, an event being taken): that box is the frontier.
+        # step (a task that has started, a retry in progress, an event being taken):
+        # that box is the frontier.
         state = "running"
     elif state == "ready" and run_status == "cancelled":
         state = "cancelled"

@@ -21,12 +21,28 @@ class HistoryStore(Protocol):
         The fence and the write are one atomic step: a claim that bumps the epoch
         comes either before it (nothing is written) or after it. A position holding a
         finished step is never changed: the stored step is returned instead (first
-        writer wins, also between concurrent calls). A RETRYING or WAITING step may be
-        replaced; the position keeps the ``started_at`` of its first write.
+        writer wins, also between concurrent calls). A RUNNING, RETRYING or WAITING step
+        may be replaced; the position keeps the ``started_at`` of its first write.
 
         Returns:
             The step now stored at the position (*step*, or the finished one found
             there), and whether cancellation of the run has been requested.
+
+        Raises:
+            LeaseLost: the run's epoch is no longer *epoch*; nothing was written.
+        """
+        ...
+
+    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool]:
+        """Store several steps of one run in one commit, each as `record` would alone.
+
+        The runtime writes a
+        task's result together with the start of the next task (no commit of its own for
+        the start, see docs/architecture.md): the two are never seen apart.
+
+        Returns:
+            The steps now stored at their positions, in order, and whether cancellation
+            of the run has been requested.
 
         Raises:
             LeaseLost: the run's epoch is no longer *epoch*; nothing was written.

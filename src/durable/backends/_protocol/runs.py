@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from durable.core.records import NewRun, Run, RunStatus
+from durable.core.records import NewRun, Run, RunStatus, Step
 
 
 class RunStore(Protocol):
@@ -100,8 +100,13 @@ class RunStore(Protocol):
         *,
         output: bytes | None = None,
         error: bytes | None = None,
+        last_step: Step | None = None,
     ) -> bool:
         """Set the run's outcome and drop its lease, fenced by *epoch*.
+
+        *last_step*: the step whose result the outcome follows from (the last task's,
+        not written yet), recorded in the same commit as `HistoryStore.record` would
+        record it: no commit of its own for it (see docs/architecture.md).
 
         *status* is COMPLETED, FAILED, CANCELLED or DEAD (terminal: only
         an operator's `retry_run` changes FAILED or DEAD again)

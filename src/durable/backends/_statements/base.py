@@ -29,7 +29,7 @@ QUEUED = constant(RunStatus.QUEUED)
 WAITING = constant(RunStatus.WAITING)
 BLOCKED = constant(RunStatus.BLOCKED)
 CANCELLED = constant(RunStatus.CANCELLED)
-UNFINISHED_STEP = constant(StepStatus.RETRYING), constant(StepStatus.WAITING)
+UNFINISHED_STEP = tuple(constant(status) for status in StepStatus if not status.finished)
 
 
 def bind(name: str, column: sa.Column[Any]) -> sa.BindParameter[Any]:

@@ -9,6 +9,7 @@ finished position is never changed (first writer wins). On SQLite it runs withou
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,7 +18,7 @@ from durable.backends._schema import history, runs
 
 from .base import UNFINISHED_STEP, Compiler, Statement, bind
 
-#: What recording over an unfinished (retrying or waiting) step replaces: everything
+#: What recording over an unfinished (running, retrying or waiting) step replaces: everything
 #: but its key and first start, so a cancellation marker can take a wait's place.
 UPDATED_ON_RECORD = (
     "kind",
@@ -47,13 +48,7 @@ class HistoryStatements(Compiler):
         )
         at_my_epoch = (r.id == bind("fence_id", r.id), r.epoch == bind("fence_epoch", r.epoch))
 
-        # PostgreSQL types a bare NULL in a SELECT list as text, which bytea and double
-        # columns refuse; SQLite needs no casts.
-        def value(column: sa.Column[Any]) -> sa.ColumnElement[Any]:
-            bound = bind(column.name, column)
-            return sa.cast(bound, column.type) if self.postgres else bound
-
-        step = [value(c) for c in history.c]
+        step = [self._value(c.name, c) for c in history.c]
         # The row comes back only if written, carrying the run's cancellation flag, so
         # the owner learns of a cancel request without an extra query.
         cancel_flag = (
@@ -64,11 +59,14 @@ class HistoryStatements(Compiler):
         #: (the backend reads the row count): RETURNING makes SQLite collect the rows
         #: first, ~15 us of the hottest statement. A refused write reads back why.
         self.record_quiet: Statement | None = None
-        if not self.postgres:
+        if self.postgres:
+            self._define_record_pair(at_my_epoch, cancel_flag)
+        else:
             no_cancel = r.cancel_requested == sa.literal_column("0")
             self.record_quiet = self.compile(self._recording(step, *at_my_epoch, no_cancel))
             if self.record_quiet.order != RECORD_ORDER[: len(self.record_quiet.order)]:
                 raise AssertionError(f"record_quiet takes {self.record_quiet.order}")
+            self._define_record_pair((*at_my_epoch, no_cancel), None)
         self.record_conflict = self.compile(
             sa.select(r.epoch, r.cancel_requested, *history.c)
             .select_from(
@@ -90,7 +88,7 @@ class HistoryStatements(Compiler):
 
     def _recording(self, step: list[Any], *fence: sa.ColumnElement[bool]) -> Any:
         """Insert a step (*step*: the history columns' values) if its run passes *fence*,
-        or replace the unfinished (retrying or waiting) step at its position."""
+        or replace the unfinished (running, retrying or waiting) step at its position."""
         h = history.c
         insert = self._insert(history).from_select(
             [c.name for c in history.c], sa.select(*step).where(sa.exists().where(*fence))
@@ -100,6 +98,40 @@ class HistoryStatements(Compiler):
             set_={name: insert.excluded[name] for name in UPDATED_ON_RECORD},
             where=h.status.in_(UNFINISHED_STEP),
         )
+
+    def _value(self, name: str, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+        """The parameter *name* for *column* in a SELECT list. PostgreSQL types a bare
+        NULL there as text, which bytea and double columns refuse; SQLite needs no casts."""
+        bound = bind(name, column)
+        return sa.cast(bound, column.type) if self.postgres else bound
+
+    def _define_record_pair(
+        self, fence: tuple[sa.ColumnElement[bool], ...], flag: sa.ColumnElement[Any] | None
+    ) -> None:
+        """Two steps in one statement: a task's result and the next task's start (see
+        `HistoryStore.record_steps`), fenced like `record_quiet` on SQLite and like
+        `record` on PostgreSQL (each written row returns the cancellation *flag*). Its
+        parameters are picked from the two steps' RECORD_ORDER parameters joined
+        (`record_pair_picks`). Scalar parameters, not the arrays of `record_many`: psycopg
+        dumps arrays in Python, ~70 us a pair."""
+        rows = [
+            sa.select(*(self._value(f"{c.name}_{i}", c).label(c.name) for c in history.c))
+            for i in (0, 1)
+        ]
+        v = sa.union_all(*rows).subquery("v")
+        statement = self._recording([v.c[c.name] for c in history.c], *fence)
+        self.record_pair = self.compile(statement if flag is None else statement.returning(flag))
+        # Where each parameter comes from in the two steps' record parameters (in
+        # RECORD_ORDER), concatenated: the backend picks them with one itemgetter.
+        width = len(RECORD_ORDER)
+        at = {name: i for i, name in enumerate(RECORD_ORDER)}
+        at |= {
+            f"{name}_{row}": row * width + i
+            for i, name in enumerate(RECORD_ORDER)
+            for row in (0, 1)
+        }
+        #: the record_pair's parameters, from the two steps' record parameters joined.
+        self.record_pair_picks = operator.itemgetter(*(at[name] for name in self.record_pair.order))
 
     def _define_record_many(self) -> None:
         """PostgreSQL: many steps in one statement, their columns as arrays. Group

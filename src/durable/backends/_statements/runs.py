@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from durable.backends._schema import runs
+from durable.backends._schema import history, runs
 
 from .base import (
     BLOCKED,
@@ -32,6 +32,10 @@ from .base import (
 
 class RunStatements(Compiler):
     """The statements of `RunStore`, compiled for one dialect (`_define_runs`)."""
+
+    #: from `HistoryStatements`: a run's last step is recorded with its outcome.
+    _recording: Callable[..., Any]
+    _value: Callable[[str, sa.Column[Any]], sa.ColumnElement[Any]]
 
     def _define_runs(self) -> None:
         self.now = self.compile(sa.select(self._now))
@@ -81,7 +85,7 @@ class RunStatements(Compiler):
             r.status.notin_(FINISHED),
         )
         ended = {"lease_owner": sa.null(), "lease_until": sa.null(), "updated_at": now}
-        self.finish_run = self._finishing(
+        finishing = (
             sa.update(runs)
             .where(*fenced_unfinished)
             .values(
@@ -92,6 +96,17 @@ class RunStatements(Compiler):
                 **ended,
             )
         )
+        self.finish_run = self._finishing(finishing)
+        #: PostgreSQL: finish_run that also records the run's last step, its parameters
+        #: ``step_<column>`` (see `RunStore.finish_run`); SQLite records it in the same
+        #: transaction instead.
+        self.finish_run_recording: Statement | None = None
+        if self.postgres:
+            step = [self._value(f"step_{c.name}", c) for c in history.c]
+            recorded = self._recording(step, *fenced_unfinished[:2]).cte("recorded")
+            self.finish_run_recording = self._waking_parents(
+                finishing.returning(r.id, r.parent_id), also=recorded
+            )
         self.block_run = self.compile(
             self._notifying(
                 sa.update(runs)
@@ -131,7 +146,7 @@ class RunStatements(Compiler):
             return self._waking_parents(update.returning(r.id, r.parent_id))
         return self.compile(self._notifying(update, self._run_topic(), r.parent_id))
 
-    def _waking_parents(self, finished: Any) -> Statement:
+    def _waking_parents(self, finished: Any, *, also: Any = None) -> Statement:
         """PostgreSQL: *finished* (an UPDATE finishing runs, returning their ``id`` and
         ``parent_id``) and, in the same statement, each parent waiting on one of them
         queued again. Returns (topic,) rows: ``run:<id>`` per finished run, and
@@ -168,7 +183,8 @@ class RunStatements(Compiler):
         ).subquery()
         topic = topics.c[0]
         channel: sa.ColumnClause[Any] = sa.literal_column(f"'{CHANNEL}'")
-        return self.compile(sa.select(topic, sa.func.pg_notify(channel, topic)))
+        notified = sa.select(topic, sa.func.pg_notify(channel, topic))
+        return self.compile(notified if also is None else notified.add_cte(also))
 
     def _define_finish_many(self) -> None:
         """PostgreSQL: many outcomes in one statement, their columns as arrays. Group

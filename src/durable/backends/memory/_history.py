@@ -29,23 +29,33 @@ class MemoryHistory(MemoryBase):
         """See `HistoryStore.record`."""
         with self._lock:
             self._check_open()
-            run = self._runs.get(step.run_id)
-            if run is None or run.epoch != epoch:
-                raise LeaseLost(
-                    f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it.",
-                    run_id=step.run_id,
-                    epoch=epoch,
-                )
-            steps = self._history[step.run_id]
-            existing = steps.get(step.position)
-            if existing is not None and existing.status.finished:
-                return existing, run.cancel_requested
-            stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
-            # As in SQL (UPDATED_ON_RECORD): a retrying or waiting position written
-            # over keeps its first start.
-            steps[step.position] = (
-                stored
-                if existing is None
-                else dataclasses.replace(stored, started_at=existing.started_at)
+            return self._record(step, epoch)
+
+    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool]:
+        """See `HistoryStore.record_steps`."""
+        with self._lock:  # the fence is checked by the first; nothing happens in between
+            self._check_open()
+            done = [self._record(step, epoch) for step in steps]
+            return [stored for stored, _ in done], any(cancel for _, cancel in done)
+
+    def _record(self, step: Step, epoch: int) -> tuple[Step, bool]:
+        run = self._runs.get(step.run_id)
+        if run is None or run.epoch != epoch:
+            raise LeaseLost(
+                f"Run {step.run_id!r} is no longer at epoch {epoch}; another owner took it.",
+                run_id=step.run_id,
+                epoch=epoch,
             )
-            return stored, run.cancel_requested
+        steps = self._history[step.run_id]
+        existing = steps.get(step.position)
+        if existing is not None and existing.status.finished:
+            return existing, run.cancel_requested
+        stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
+        # As in SQL (UPDATED_ON_RECORD): a running, retrying or waiting position written
+        # over keeps its first start.
+        steps[step.position] = (
+            stored
+            if existing is None
+            else dataclasses.replace(stored, started_at=existing.started_at)
+        )
+        return stored, run.cancel_requested

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from durable.core.records import NewRun, Run, RunStatus
+from durable.core.records import NewRun, Run, RunStatus, Step
 from durable.core.run_options import claim_order
 
 from ._base import MemoryBase
@@ -19,6 +19,7 @@ class MemoryRuns(MemoryBase):
     """`RunStore` for `MemoryBackend` (see there for the contracts)."""
 
     _wake: Callable[[str | None, str | None], list[str]]
+    _record: Callable[[Step, int], tuple[Step, bool]]
 
     def create_run(self, new: NewRun) -> tuple[Run, bool]:
         """See `RunStore.create_run`."""
@@ -69,6 +70,7 @@ class MemoryRuns(MemoryBase):
         *,
         output: bytes | None = None,
         error: bytes | None = None,
+        last_step: Step | None = None,
     ) -> bool:
         """See `RunStore.finish_run`."""
         with self._lock:
@@ -76,6 +78,8 @@ class MemoryRuns(MemoryBase):
             run = self._runs.get(run_id)
             if run is None or run.epoch != epoch or run.status.finished:
                 return False
+            if last_step is not None:
+                self._record(last_step, epoch)
             now = self.now()
             self._runs[run_id] = dataclasses.replace(
                 run,

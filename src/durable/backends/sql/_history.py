@@ -81,6 +81,41 @@ class SQLHistory(SQLBase):
                 quiet = None  # record it anyway; the flag comes back with it
             # else: pragma: no cover - the row vanished in between (purged?); write again
 
+    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool]:
+        """See `HistoryStore.record_steps`."""
+        if len(steps) == 1:
+            stored, cancel = self.record(steps[0], epoch)
+            return [stored], cancel
+
+        pair = self._record_pair(steps, epoch)
+        if pair is not None:
+            return pair
+
+        # Not all written: a newer owner, a cancel request (SQLite), or a position
+        # already finished (by an earlier attempt of this very write whose
+        # acknowledgement was lost). `record` tells which, step by step, in order.
+        outcomes = [self.record(step, epoch) for step in steps]
+        return [stored for stored, _ in outcomes], any(cancel for _, cancel in outcomes)
+
+    def _record_pair(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool] | None:
+        """The steps in one statement (one round trip, one commit); None if not all
+        were written (the caller then finds out which, one by one)."""
+        if len(steps) != 2:
+            return None
+        both = _rows.step_params(steps[0], epoch) + _rows.step_params(steps[1], epoch)
+        params = self._sql.record_pair_picks(both)
+        rows, _ = self._steps.write(self._sql.record_pair.sql, params, name="Recording steps")
+        if self._sql.record_quiet is not None:  # SQLite: the row count; refused on cancel
+            if rows[0][0] != 2:
+                return None
+            cancel = False
+        elif len(rows) == 2:  # PostgreSQL: each written row, with the cancellation flag
+            cancel = bool(rows[0][0])
+        else:
+            return None
+        stored = [s if s.epoch == epoch else dataclasses.replace(s, epoch=epoch) for s in steps]
+        return stored, cancel
+
     def _record_in(self, session: Session, step: Step, epoch: int) -> tuple[Step, bool] | None:
         """Record *step* on *session* (inside the caller's transaction); None if nothing
         was written (fenced off, or the position is finished)."""
@@ -95,7 +130,8 @@ class SQLHistory(SQLBase):
 
     def _write_steps(self, batch: list[Write]) -> None:
         """Record a batch of steps (PostgreSQL): one multi-row statement."""
-        if len(batch) == 1:
+        if len(batch) == 1 or any(write.sql != self._sql.record.sql for write in batch):
+            # alone, or with pairs (`_record_pair`) among them: each its own statement
             in_one_transaction(self._db, "Recording steps")(batch)
             return
         order = self._sql.record.order

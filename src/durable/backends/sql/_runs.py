@@ -12,10 +12,14 @@ from typing import Any
 from durable.backends import _rows
 from durable.backends._connections import Session
 from durable.backends._group import GroupCommit, Rows, Write, in_one_transaction, one_by_one
-from durable.core.records import NewRun, Run, RunStatus
+from durable.backends._statements.history import RECORD_ORDER
+from durable.core.records import NewRun, Run, RunStatus, Step
 from durable.core.run_options import claim_order
 
 from ._base import SQLBase
+
+#: `finish_run_recording`'s parameters for the step, in `_rows.step_params`' order.
+_STEP_PARAMS = tuple(f"step_{name}" for name in RECORD_ORDER)
 
 
 class SQLRuns(SQLBase):
@@ -25,6 +29,7 @@ class SQLRuns(SQLBase):
     _new_runs: GroupCommit
     _outcomes: GroupCommit
     _wake_parents: Callable[[Session, Rows], Rows]
+    _record_in: Callable[[Session, Step, int], tuple[Step, bool] | None]
 
     def now(self) -> float:
         """See `RunStore.now`."""
@@ -55,8 +60,10 @@ class SQLRuns(SQLBase):
         statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
 
         while True:
+            # A run created for its owner (execute) skips its own fsync on SQLite:
+            # whatever it does next that matters is a synced write (see _relaxed.py).
             rows, retried = self._new_runs.write(
-                statement.sql, statement.params(values), name="Creating runs"
+                statement.sql, statement.params(values), name="Creating runs", synced=not owned
             )
             if rows:
                 row = rows[0]
@@ -117,8 +124,13 @@ class SQLRuns(SQLBase):
         *,
         output: bytes | None = None,
         error: bytes | None = None,
+        last_step: Step | None = None,
     ) -> bool:
         """See `RunStore.finish_run`."""
+        if last_step is not None and status is not RunStatus.BLOCKED:
+            return self._finish_recording(
+                run_id, epoch, status, output=output, error=error, step=last_step
+            )
         if status is RunStatus.BLOCKED:
             statement = self._sql.block_run
             values: dict[str, Any] = {"id": run_id, "epoch": epoch, "error": error}
@@ -150,6 +162,12 @@ class SQLRuns(SQLBase):
                 name="Finishing runs",
                 synced=status is RunStatus.DEAD,
             )
+        return self._finished(run_id, epoch, status, rows, retried)
+
+    def _finished(
+        self, run_id: str, epoch: int, status: RunStatus, rows: Rows, retried: bool
+    ) -> bool:
+        """Whether `finish_run` set the outcome, from what its write returned."""
         if rows:
             self._announce(rows)
             return True
@@ -159,9 +177,45 @@ class SQLRuns(SQLBase):
         # A lost acknowledgement: our own earlier commit already set this outcome.
         return run is not None and run.epoch == epoch and run.status is status
 
+    def _finish_recording(
+        self,
+        run_id: str,
+        epoch: int,
+        status: RunStatus,
+        *,
+        output: bytes | None,
+        error: bytes | None,
+        step: Step,
+    ) -> bool:
+        """`finish_run` with the run's last step, in one commit (synced: the step's
+        result is not implied by the history, unlike a relaxed outcome's)."""
+        values: dict[str, Any] = {
+            "id": run_id, "epoch": epoch, "status": status.value, "output": output,
+            "error": error,
+        }  # fmt: skip
+        statement = self._sql.finish_run_recording
+        if statement is not None:  # PostgreSQL: one statement
+            values.update(zip(_STEP_PARAMS, _rows.step_params(step, epoch), strict=False))
+            rows, retried = self._outcomes.write(
+                statement.sql, statement.params(values), name="Finishing runs"
+            )
+            return self._finished(run_id, epoch, status, rows, retried)
+
+        def then(session: Session, rows: Rows) -> Rows:
+            if rows:  # the outcome was written, so the run was at our epoch
+                self._record_in(session, step, epoch)
+            return self._wake_parents(session, rows)
+
+        finish = self._sql.finish_run
+        rows, retried = self._outcomes.write(
+            finish.sql, finish.params(values), then, name="Finishing runs"
+        )
+        return self._finished(run_id, epoch, status, rows, retried)
+
     def _write_outcomes(self, batch: list[Write]) -> None:
         """Finish a batch of runs (PostgreSQL): one multi-row statement."""
-        if len(batch) == 1:
+        if len(batch) == 1 or any(write.sql != self._sql.finish_run.sql for write in batch):
+            # alone, or with outcomes that record a step: each its own statement
             in_one_transaction(self._db, "Finishing runs")(batch)
             return
         order = self._sql.finish_run.order
