@@ -78,8 +78,10 @@ class Plan:
     resume_steps: int = 1_000
 
 
-#: Synced commits of a ten-step workflow: its start and each step; on PostgreSQL also its
-#: outcome (SQLite commits the outcome without an fsync of its own, see _relaxed.py).
+#: Synced commits of a ten-step workflow: the first task's start, nine commits of a
+#: result with the next task's start, the last result with the outcome; on PostgreSQL
+#: also the run's creation (SQLite commits a run created for its owner without an fsync
+#: of its own, see _relaxed.py).
 COMMITS = {"sqlite": 11, "postgresql": 12}
 
 QUICK = Plan(warmup=5, workflows=20, lengths=(100, 1_000), resume_steps=200)

@@ -57,6 +57,31 @@ def test_steps_benchmark_quick(tmp_path: Path) -> None:
             assert line["target_reachable_here"] == (bound <= 250)
 
 
+def test_compare_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/compare.py --quick measures this checkout and HEAD, interleaved."""
+    env = {**os.environ}
+    backends = "sqlite"
+    if os.environ.get("DURABLE_TEST_POSTGRES_URL"):
+        backends += ",postgres"
+        env["DURABLE_BENCH_POSTGRES_URL"] = os.environ["DURABLE_TEST_POSTGRES_URL"]
+    script = str(ROOT / "benchmarks" / "compare.py")
+    command = [sys.executable, script, "--quick", "--against", "HEAD", "--backends", backends]
+    result = subprocess.run(
+        [*command, "--tmpdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env=env, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["backend"] for line in lines] == backends.replace("postgres", "postgresql").split(
+        ","
+    )
+    for line in lines:
+        assert len(line["values_before"]) == len(line["values_after"]) == 1
+        assert line["us_per_step_200x10_before"] > 0 and line["us_per_step_200x10_after"] > 0
+        ratio = line["us_per_step_200x10_after"] / line["us_per_step_200x10_before"]
+        assert abs(line["after_over_before"] - ratio) < 0.01
+
+
 def test_queue_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/queue.py --quick drains its queue with two worker processes."""
     for line in run_quick("queue.py", "sqlite", tmp_path):

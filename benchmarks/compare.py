@@ -1,0 +1,117 @@
+"""Before / after, interleaved: ``python benchmarks/compare.py --against REV [--rounds N]``.
+
+The per-step cost of `benchmarks/steps.py`'s measurement 1 (50 warm-up workflows, then
+200 workflows of 10 no-op task steps, one after another: wall time / 2000), for the
+code in this checkout ("after") and for git revision REV ("before", checked out in a
+temporary worktree), alternately: before, after, before, after... each in a fresh
+process on a fresh SQLite file or PostgreSQL schema. This machine's speed drifts by
+the hour, so the two are only comparable measured in the same minutes. One JSON line
+per backend on stdout: every value, the medians and after / before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
+LENGTH = 10
+SIZES = {"full": (50, 200), "quick": (2, 5)}  # warm-up workflows, measured workflows
+
+
+def child(url: str, size: str) -> None:
+    """In a fresh process, on the code PYTHONPATH names: print us/step."""
+    sys.path.insert(0, str(HERE))
+    import steps as bench  # the same workflow as steps.py's measurement 1
+
+    import durable
+
+    warmup, workflows = SIZES[size]
+    durable.configure(url)
+    bench.run_batch(warmup, LENGTH)
+    print(round(bench.run_batch(workflows, LENGTH) / (workflows * LENGTH) * 1e6, 1))
+
+
+def fresh_url(backend: str, tmp: Path, pg_url: str) -> str:
+    """An empty SQLite file, or a new PostgreSQL schema."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp / f'{uuid.uuid4().hex}.db'}"
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    subprocess.run(["psql", pg_url, "-qc", f"CREATE SCHEMA {name}"], check=True)
+    driver = pg_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    return f"{driver}?options=-csearch_path%3D{name}"
+
+
+def measure(src: Path, url: str, size: str) -> float:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", url, "--size", size],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return float(done.stdout.split()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", help="the git revision to compare with (before)")
+    parser.add_argument("--rounds", type=int, default=5, help="%(default)s")
+    parser.add_argument("--backends", default="sqlite,postgres", help="%(default)s")
+    parser.add_argument(
+        "--postgres-url", default=os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
+    )
+    parser.add_argument("--tmpdir", help="where SQLite files and the worktree go: a real disk")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke test")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--size", default="full", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.size)
+        return
+    size, rounds = ("quick", 1) if args.quick else ("full", args.rounds)
+    if not args.against:
+        parser.error("--against REV is required")
+    with tempfile.TemporaryDirectory(prefix="durable-compare-", dir=args.tmpdir) as tmp_name:
+        tmp = Path(tmp_name)
+        before = tmp / "before"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", "-q", str(before), args.against],
+            cwd=ROOT, check=True,
+        )  # fmt: skip
+        try:
+            for name in args.backends.split(","):
+                backend = {"postgres": "postgresql"}.get(name, name)
+                sides: dict[str, list[float]] = {"before": [], "after": []}
+                for _ in range(rounds):
+                    for side, src in (("before", before / "src"), ("after", ROOT / "src")):
+                        url = fresh_url(backend, tmp, args.postgres_url)
+                        sides[side].append(measure(src, url, size))
+                medians = {side: statistics.median(values) for side, values in sides.items()}
+                print(json.dumps({
+                    "backend": backend,
+                    "against": args.against,
+                    "quick": args.quick,
+                    "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "us_per_step_200x10_before": medians["before"],
+                    "us_per_step_200x10_after": medians["after"],
+                    "after_over_before": round(medians["after"] / medians["before"], 3),
+                    "values_before": sides["before"],
+                    "values_after": sides["after"],
+                }), flush=True)  # fmt: skip
+        finally:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(before)], cwd=ROOT, check=False
+            )
+
+
+if __name__ == "__main__":
+    main()
