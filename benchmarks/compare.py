@@ -11,12 +11,17 @@ per backend on stdout: every value, the medians and after / before.
 
 from __future__ import annotations
 
+import sys
+
+# benchmarks/queue.py shares its name with the standard library's queue module, and
+# Python puts a script's directory first on sys.path: take it off before importing.
+sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
+
 import argparse
 import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -30,16 +35,32 @@ SIZES = {"full": (50, 200), "quick": (2, 5)}  # warm-up workflows, measured work
 
 
 def child(url: str, size: str) -> None:
-    """In a fresh process, on the code PYTHONPATH names: print us/step."""
-    sys.path.insert(0, str(HERE))
-    import steps as bench  # the same workflow as steps.py's measurement 1
+    """In a fresh process, on the code PYTHONPATH names: print us/step. The workload is
+    steps.py's measurement 1, defined here with only what every revision has (steps.py
+    itself may use features the other revision lacks)."""
+    import time
 
     import durable
+    from durable import execute, task, workflow
+
+    @task(name="compare.step")
+    def step(i: int) -> int:
+        return i
+
+    @workflow(name="compare.steps")
+    def steps(n: int) -> int:
+        for i in range(n):
+            step(i)
+        return n
 
     warmup, workflows = SIZES[size]
     durable.configure(url)
-    bench.run_batch(warmup, LENGTH)
-    print(round(bench.run_batch(workflows, LENGTH) / (workflows * LENGTH) * 1e6, 1))
+    for _ in range(warmup):
+        execute(steps, LENGTH)
+    start = time.perf_counter()
+    for _ in range(workflows):
+        execute(steps, LENGTH)
+    print(round((time.perf_counter() - start) / (workflows * LENGTH) * 1e6, 1))
 
 
 def fresh_url(backend: str, tmp: Path, pg_url: str) -> str:
