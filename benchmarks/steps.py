@@ -30,6 +30,9 @@ Every measurement uses a fresh SQLite file (on a real disk) or PostgreSQL schema
    commits of a ten-step workflow (COMMITS), / 10; target_reachable_here says whether
    that bound is within the target at all (on a slow disk day it is not, whatever the
    code does).
+5. us_per_heartbeat_call: one task body calls `durable.heartbeat(details)` 200,000
+   times in a tight loop (the first call writes, the others are throttled): its time /
+   200,000. Target: under 2 us. Medians of three.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ TARGETS = {
     "flat_to_steps": 10_000,
     "flat_tolerance": 1.25,  # longest/shortest and last/first 10%: at most this ratio
     "ms_replay_1000_steps": 20,
+    "us_per_heartbeat_call": 2,
 }
 
 
@@ -106,6 +110,24 @@ def steps(n: int) -> int:
     for i in range(n):
         step(i)
     return n
+
+
+HEARTBEATS = 200_000  # measurement 5: calls in one task body
+
+
+@task(name="bench.beating", heartbeat=3600)
+def beating(calls: int) -> float:
+    """Measurement 5: seconds for *calls* heartbeat() calls in a tight loop (the first
+    writes; the rest fall within the interval, as a loop's calls do)."""
+    start = time.perf_counter()
+    for i in range(calls):
+        durable.heartbeat({"done": i, "of": calls})
+    return time.perf_counter() - start
+
+
+@workflow(name="bench.heartbeats")
+def heartbeats(calls: int) -> float:
+    return beating(calls)
 
 
 @workflow(name="bench.long")
@@ -203,6 +225,15 @@ class Bench:
             | summary("us_per_step_200x10_concurrent", concurrent)
             | {"throughput_workflows": plan.workflows, "concurrent_threads": THREADS}
         )
+
+    def heartbeat_cost(self) -> dict[str, Any]:
+        """Measurement 5: us per `durable.heartbeat()` call in a tight loop."""
+        values = []
+        for _ in range(self.plan.reps):
+            with self.fresh() as url, contextlib.closing(durable.configure(url)):
+                values.append(execute(heartbeats, HEARTBEATS) / HEARTBEATS * 1e6)
+        log(f"  heartbeat(): {statistics.median(values):.2f} us/call")
+        return summary("us_per_heartbeat_call", values)
 
     def lengths(self) -> dict[str, Any]:
         runs: dict[int, list[float]] = {n: [] for n in self.plan.lengths}
@@ -324,7 +355,8 @@ class Bench:
             "quick": quick,
             "raw_floor_us": self.raw_floor(),
         }
-        result |= self.throughput() | self.lengths() | self.resume() | {"targets": TARGETS}
+        result |= self.throughput() | self.lengths() | self.resume() | self.heartbeat_cost()
+        result |= {"targets": TARGETS}
         if result["raw_floor_us"] is not None:
             # The disk's commit latency swings run to run; what the library adds does not.
             overhead = result["us_per_step_marginal"] - result["raw_floor_us"]
@@ -347,6 +379,7 @@ def verdicts(r: dict[str, Any]) -> dict[str, bool | None]:
         "us_per_step": r["us_per_step_200x10"] <= per_step if per_step else None,
         "flat_to_10000_steps": flat <= TARGETS["flat_tolerance"] if long_enough else None,
         "replay_1000_steps": replay if r["resume_steps"] == 1_000 else None,
+        "heartbeat_call": r["us_per_heartbeat_call"] < TARGETS["us_per_heartbeat_call"],
     }
 
 

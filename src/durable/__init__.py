@@ -10,6 +10,7 @@ from . import errors
 from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
 from .api.handles import Handle, cancel, dispatch, get
+from .api.heartbeats import heartbeat, last_heartbeat
 from .api.recorded import info, now, random, task_key, uuid4
 from .api.upkeep import purge, recover
 from .api.waiting import send, wait
@@ -23,6 +24,7 @@ from .errors import (
     NondeterminismError,
     NonRetryable,
     SerializationError,
+    TaskTimeout,
     WaitTimeout,
 )
 from .runtime.defaults import configure, get_engine
@@ -47,6 +49,7 @@ __all__ = [
     "StepKind",
     "StepStatus",
     "Task",
+    "TaskTimeout",
     "WaitTimeout",
     "Worker",
     "Workflow",
@@ -60,7 +63,9 @@ __all__ = [
     "gather_async",
     "get",
     "get_engine",
+    "heartbeat",
     "info",
+    "last_heartbeat",
     "now",
     "purge",
     "random",

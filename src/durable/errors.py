@@ -56,6 +56,7 @@ __all__ = [
     "RunNotFound",
     "SerializationError",
     "StorageError",
+    "TaskTimeout",
     "WaitTimeout",
 ]
 
@@ -237,6 +238,27 @@ class WaitTimeout(DurableError, TimeoutError):
     """
 
     run_id: str
+
+
+class TaskTimeout(DurableError, TimeoutError):
+    """A task attempt ran past its limit: its ``timeout`` (one attempt), its ``deadline``
+    (all attempts together) or its ``heartbeat`` (no `durable.heartbeat()` for that
+    long). Retried by the task's policy like any error; once attempts run out (or the
+    deadline passed) the workflow sees it, catchable, and replays it as the same type.
+
+    Attributes:
+        task: the task's name.
+        position: its position in the run.
+        attempt: the attempt that ran too long.
+        limit: ``"timeout"``, ``"deadline"`` or ``"heartbeat"``.
+        seconds: that limit.
+    """
+
+    task: str
+    position: int
+    attempt: int
+    limit: str
+    seconds: float
 
 
 class Cancelled(BaseException):

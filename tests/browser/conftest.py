@@ -112,12 +112,13 @@ class Dashboard:
         self.wait_status(run_id, "waiting")
         return run_id
 
-    def running_run(self, run_id: str) -> str:
-        """Dispatch `ship` as *run_id*; return once it is blocked inside `hold`."""
+    def running_run(self, run_id: str, flow: durable.Workflow[[str], str] = wf.ship) -> str:
+        """Dispatch *flow* (`ship`, or `crunch`) as *run_id*; return once it is blocked
+        in its gated task (`hold`, or `grind` after its heartbeat)."""
         wf.GATES[run_id] = threading.Event()
         wf.ENTERED[run_id] = threading.Event()
-        durable.dispatch(wf.ship, run_id, id=run_id)
-        eventually(wf.ENTERED[run_id].is_set, f"run {run_id} to enter hold()")
+        durable.dispatch(flow, run_id, id=run_id)
+        eventually(wf.ENTERED[run_id].is_set, f"run {run_id} to block in its task")
         return run_id
 
     def release(self, run_id: str) -> None:

@@ -6,12 +6,16 @@
 - `approve`: a task, then a wait for the event "approval"; returns the answer.
 - `ship`: a task, a task that blocks until its gate opens, then a task. Left blocked,
   its run stays "running" for as long as the test needs.
+- `crunch`: a task, then `grind`, which reports 40 of 100 done by heartbeat and blocks
+  until its gate opens (a running task with progress).
+- `overrun`: a task whose only attempt runs past its timeout (a timed-out step).
 - `echo`: returns its argument (the XSS check puts markup in it).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -83,12 +87,16 @@ def approve(order: str) -> Any:
     return durable.wait("approval", timeout=timedelta(days=1))
 
 
-@task
-def hold(order: str) -> str:
+def _block(order: str) -> str:
     ENTERED[order].set()
     if not GATES[order].wait(timeout=60):
         raise TimeoutError(f"the gate of {order} was never opened")
     return "released"
+
+
+@task
+def hold(order: str) -> str:
+    return _block(order)
 
 
 @task
@@ -101,6 +109,29 @@ def ship(order: str) -> str:
     fetch(order)
     hold(order)
     return notify(order)
+
+
+@task
+def grind(order: str) -> str:
+    durable.heartbeat({"done": 40, "of": 100})  # the first heartbeat writes at once
+    return _block(order)
+
+
+@workflow
+def crunch(order: str) -> str:
+    fetch(order)
+    return grind(order)
+
+
+@task(timeout=0.05, retry=1)
+def linger(order: str) -> str:
+    time.sleep(0.2)
+    return f"too late for {order}"
+
+
+@workflow
+def overrun(order: str) -> str:
+    return linger(order)
 
 
 @workflow

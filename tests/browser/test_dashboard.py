@@ -30,6 +30,8 @@ FILLS = {
     "failed": "rgb(252, 165, 165)",
     "cancelled": "rgb(209, 213, 219)",
 }
+#: the fill of a failed step that timed out (class timed-out).
+TIMED_OUT = "rgb(253, 186, 116)"
 
 
 def assert_box(page: Page, node_id: str, state: str, kind: str | None = None) -> None:
@@ -152,6 +154,62 @@ def test_running_run_is_blue_with_expected_steps_dashed(page: Page) -> None:
     assert page.text('g.node[data-id="p1"] .label') == "hold"
     assert page.find("#cancel-run").is_displayed()
     assert not page.find("#retry-run").is_displayed()
+
+
+def test_a_running_task_with_progress_shows_its_bar_and_percentage(
+    page: Page, dashboard: Dashboard
+) -> None:
+    """A running task that heartbeated {"done": 40, "of": 100}: its blue box holds a bar
+    filled to 40% of its track and the text "40%"; its panel shows the heartbeat."""
+    run_id = dashboard.running_run("order-crunching", wf.crunch)
+    page.open_run(run_id)
+    assert_box(page, "p1", "running", kind="task")
+    box = 'g.node[data-id="p1"]'
+    bar = page.wait_js(
+        f"document.querySelector('{box} g.progress')",
+        "the progress bar",
+    )
+    assert bar.get_attribute("data-progress") == "0.4"
+    track, fill = (
+        float(page.find(f"{box} rect.progress-{part}").get_attribute("width"))
+        for part in ("track", "bar")
+    )
+    assert fill == pytest.approx(0.4 * track, abs=0.1)
+    assert page.text(f"{box} .detail") == "40%"
+    assert not page.finds('g.node[data-id="p0"] g.progress')  # finished: no bar
+
+    page.node(1).click()
+    page.wait_js("document.querySelector('#panel').dataset.position === '1'", "the panel")
+    facts = page.facts("#panel-facts")
+    assert (facts["Status"], facts["Attempts"], facts["Progress"]) == ("running", "1", "40 %")
+    assert facts["Heartbeat"][:4].isdigit()
+    assert page.find("#panel-details-box").is_displayed()
+    assert '"done": 40' in page.text("#panel-details")
+
+    dashboard.release(run_id)
+    dashboard.wait_status(run_id, "completed")
+    page.wait_js("document.querySelector('#run-status').textContent === 'completed'", "refresh")
+    assert_box(page, "p1", "finished")
+    assert not page.finds(f"{box} g.progress")
+
+
+def test_a_timed_out_step_has_its_own_colour(page: Page) -> None:
+    """A task whose only attempt ran past its timeout: its box and timeline bar are
+    orange (timed-out), not the plain red of a failure, and the panel says so."""
+    run_id = "order-overrun"
+    with pytest.raises(durable.TaskTimeout):
+        durable.execute(wf.overrun, "o-late", id=run_id)
+    page.open_run(run_id)
+    node = page.nodes()["p0"]
+    assert (node["state"], node["fill"]) == ("failed", TIMED_OUT)
+    assert "timed-out" in page.node(0).get_attribute("class")
+    assert page.text('g.node[data-id="p0"] .detail') == "TaskTimeout"
+    bar = page.find('#timeline-box rect.bar[data-position="0"]')
+    assert "timed-out" in bar.get_attribute("class")
+    assert page.js("return getComputedStyle(arguments[0]).fill", bar) == TIMED_OUT
+    page.node(0).click()
+    page.wait_js("!document.querySelector('#panel').hidden", "the panel")
+    assert page.facts("#panel-facts")["Timed out"] == "yes (TaskTimeout)"
 
 
 def test_event_form_resumes_the_waiting_run(page: Page, dashboard: Dashboard) -> None:

@@ -14,7 +14,9 @@ from tests.e2e.workers_app import ledger
 
 @task
 def effect(i: int, n: int) -> dict[str, object]:
-    return {"value": i * 10 + n, "token": ledger()}
+    token = ledger()
+    durable.heartbeat({"i": i, "n": n})  # a fenced heartbeat write at every fault point
+    return {"value": i * 10 + n, "token": token}
 
 
 @workflow

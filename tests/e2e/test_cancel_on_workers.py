@@ -17,7 +17,7 @@ from durable import Cancelled, RunStatus, StepKind
 from tests.e2e.checker import read_ledger
 from tests.e2e.harness import Children
 from tests.e2e.test_workers import stop_all, until
-from tests.e2e.worker_command_app import careful, guardian, patient, prudent
+from tests.e2e.worker_command_app import careful, diligent, guardian, patient, prudent
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("url", SQL, indirect=True)]
@@ -67,6 +67,36 @@ def test_a_running_workflow_sees_cancelled_and_cleans_up(
     # hold at 0 ran once; the cancel took position 1 (mark never ran); tidy ran at 2.
     assert bodies(children) == {("careful", 0): 1, ("careful", 2): 1}
     assert {entry.pid for entry in read_ledger(children.ledger)} == {worker.pid}
+    stop_all(children, [worker])
+
+
+def test_a_heartbeating_task_sees_the_cancel_within_one_interval(
+    children: Children, engine: durable.Engine
+) -> None:
+    """A task body that would run a minute heartbeats; cancelled, its next heartbeat
+    write (every 0.5 s) raises Cancelled inside it: the run ends CANCELLED in seconds,
+    with its progress stored, the task's position recording the cancellation and the
+    ``finally`` cleanup run."""
+    handle = durable.dispatch(diligent, id="diligent")
+    worker = start_worker(children)
+
+    def progressed() -> bool:
+        steps = engine.backend.load_history("diligent")
+        return bool(steps) and steps[0].details is not None
+
+    until(progressed, 30, "the task to store its first heartbeat details")
+    (running,) = engine.backend.load_history("diligent")
+    assert running.status.value == "running" and running.heartbeat_at is not None
+    assert handle.cancel() is True
+    with pytest.raises(Cancelled):
+        handle.result(timeout=20)
+    steps = engine.backend.load_history("diligent")
+    assert [(s.kind, s.status.value) for s in steps] == [
+        (StepKind.TASK, "failed"), (StepKind.TASK, "completed"),
+    ]  # fmt: skip
+    assert b"Cancelled" in (steps[0].error or b"")
+    assert steps[0].details is not None and b'"of":6000' in steps[0].details
+    assert bodies(children) == {("diligent", 0): 1, ("diligent", 1): 1}
     stop_all(children, [worker])
 
 

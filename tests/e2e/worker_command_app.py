@@ -36,6 +36,25 @@ def tidy() -> str:
     return ledger()
 
 
+@task(heartbeat=timedelta(seconds=1.5))  # a heartbeat write every 0.5 s at most
+def endless() -> str:
+    """Would run a minute; heartbeats every 10 ms with its progress."""
+    token = ledger()
+    for i in range(6000):
+        durable.heartbeat({"done": i, "of": 6000})
+        time.sleep(0.01)
+    return token
+
+
+@workflow
+def diligent() -> str:
+    """A long heartbeating task; `tidy` in ``finally``."""
+    try:
+        return endless()
+    finally:
+        tidy()
+
+
 @workflow
 def careful() -> str:
     """Holds in a task, then marks; cleanup (`tidy`) runs in ``finally``."""

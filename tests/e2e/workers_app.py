@@ -50,6 +50,9 @@ def pause_point(name: str) -> None:
 @task
 def storm_step(i: int, n: int) -> dict[str, object]:
     token = ledger()
+    # A heartbeat write (the first of an attempt writes at once), fenced like the rest:
+    # a worker killed or taken over around it must not break anything.
+    durable.heartbeat({"run": i, "step": n})
     time.sleep(int(os.environ.get("DURABLE_TEST_STEP_MS", "5")) / 1000)
     return {"value": i * 10 + n, "token": token, "pid": os.getpid()}
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
 from durable.core.functions import Durable
+from durable.core.limits import TaskLimits
 from durable.core.records import StepKind
 from durable.core.retry import RetryPolicy
 from durable.runtime import calls, registry
@@ -29,9 +31,14 @@ class Routed(Durable[P, R_co]):
     """A registered durable function whose calls inside a workflow go to the run."""
 
     def __init__(
-        self, fn: Callable[P, R_co], *, name: str | None = None, retry: RetryPolicy | None = None
+        self,
+        fn: Callable[P, R_co],
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        limits: TaskLimits | None = None,
     ) -> None:
-        super().__init__(fn, name=name, retry=retry)
+        super().__init__(fn, name=name, retry=retry, limits=limits)
         functools.update_wrapper(self, fn)  # looks like fn: name, docstring, module
         registry.register(self)
 
@@ -82,7 +89,12 @@ def workflow(
 def task(fn: Callable[P, R], /) -> Task[P, R]: ...
 @overload
 def task(
-    *, name: str | None = None, retry: RetryPolicy | Mapping[str, Any] | int | None = None
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | Mapping[str, Any] | int | None = None,
+    timeout: timedelta | float | None = None,
+    heartbeat: timedelta | float | None = None,
+    deadline: timedelta | float | None = None,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 def task(
     fn: Callable[P, R] | None = None,
@@ -90,6 +102,9 @@ def task(
     *,
     name: str | None = None,
     retry: RetryPolicy | Mapping[str, Any] | int | None = None,
+    timeout: timedelta | float | None = None,
+    heartbeat: timedelta | float | None = None,
+    deadline: timedelta | float | None = None,
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """Make *fn* a durable task.
 
@@ -100,8 +115,20 @@ def task(
         fn: the function (when used bare, as ``@task``).
         name: the stored name; defaults to ``module.qualname``.
         retry: a `RetryPolicy`, a dict of its fields, or a number of attempts.
+        timeout: how long one attempt may run (a timedelta or seconds). A late attempt
+            fails with `TaskTimeout` and is retried by *retry*; an async body is
+            cancelled at the deadline, a sync one cannot be stopped: its late result
+            is not recorded, and its next `durable.heartbeat()` raises.
+        heartbeat: the longest an attempt may go without calling `durable.heartbeat()`
+            (at most *timeout*); its start counts as the first heartbeat.
+        deadline: how long all attempts together may take, from the first's start.
+
+    Raises:
+        ConfigurationError: a limit that is not a positive duration, or a heartbeat
+            longer than the timeout.
     """
     policy = RetryPolicy.coerce(retry)
+    limits = TaskLimits.of(timeout, heartbeat, deadline)
     if fn is not None:
-        return Task(fn, name=name, retry=policy)
-    return lambda f: Task(f, name=name, retry=policy)
+        return Task(fn, name=name, retry=policy, limits=limits)
+    return lambda f: Task(f, name=name, retry=policy, limits=limits)

@@ -14,7 +14,8 @@ from typing import TypeVar
 
 from durable.core.records import RunInfo, StepKind
 from durable.errors import DurableError
-from durable.runtime.context import RunContext, TaskScope, current
+from durable.runtime.activity import TaskScope
+from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import configured_clock
 
 T = TypeVar("T")

@@ -84,6 +84,8 @@ def step_params(step: Step, epoch: int) -> tuple[Any, ...]:
         step.finished_at,
         epoch,
         step.wake_at,
+        step.heartbeat_at,
+        step.details,
         step.run_id,
         epoch,
         step.run_id,

@@ -73,6 +73,10 @@ history = sa.Table(
     sa.Column("epoch", sa.Integer, nullable=False),
     # Added in version 3: a WAITING step's deadline, a RETRYING one's next attempt.
     sa.Column("wake_at", sa.Double),
+    # Added in version 7: a RUNNING task attempt's last heartbeat, and the details the
+    # task last gave it (kept across attempts, for `durable.last_heartbeat()`).
+    sa.Column("heartbeat_at", sa.Double),
+    sa.Column("details", sa.LargeBinary),
     sqlite_with_rowid=False,
 )
 
@@ -200,7 +204,7 @@ _workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.crea
 _events_run_index = sa.Index("durable_events_run", events.c.run_id)
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 Execute = Callable[[str], None]
 
@@ -254,6 +258,13 @@ def _v5_to_v6(dialect: sa.Dialect, execute: Execute) -> None:
     _create_table(attempts, dialect, execute)
 
 
+def _v6_to_v7(dialect: sa.Dialect, execute: Execute) -> None:
+    """Task heartbeats: when an attempt last heartbeated, and its details."""
+    for name in ("heartbeat_at", "details"):
+        column = CreateColumn(history.c[name]).compile(dialect=dialect)
+        execute(f"ALTER TABLE durable_history ADD COLUMN {column}")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -261,6 +272,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

@@ -67,6 +67,13 @@ RUN_COLUMNS = (
 
 
 def _step_result(step: Mapping[str, Any]) -> str:
+    if step.get("status") == "running":
+        parts = ["running"]
+        if step.get("progress") is not None:
+            parts.append(f"{step['progress'] * 100:.0f}%")
+        if step.get("heartbeat_at"):
+            parts.append(f"heartbeat {when(step['heartbeat_at'])}")
+        return ", ".join(parts)
     if step.get("error"):
         return error_line(step["error"])
     if step.get("kind") == "event" and step.get("status") == "completed":

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from typing_extensions import ParamSpec
 
+from .limits import NO_LIMITS, TaskLimits
 from .records import StepKind
 from .retry import NO_RETRY, RetryPolicy
 from .text import check_text
@@ -61,7 +62,12 @@ class Durable(Generic[P, R_co]):
     kind: ClassVar[StepKind]
 
     def __init__(
-        self, fn: Callable[P, R_co], *, name: str | None = None, retry: RetryPolicy | None = None
+        self,
+        fn: Callable[P, R_co],
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        limits: TaskLimits | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@{self.kind.value} decorates a function, not {fn!r}.")
@@ -73,6 +79,8 @@ class Durable(Generic[P, R_co]):
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = inspect.signature(fn)
         self.retry = retry or NO_RETRY
+        #: how long a task's attempts may take (see `TaskLimits`).
+        self.limits = limits or NO_LIMITS
         self._positional, self._required = _plain_positional(self.signature)
 
     @property

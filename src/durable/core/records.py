@@ -147,6 +147,11 @@ class Step:
     epoch: int = 0
     #: for a WAITING step, its deadline; for a RETRYING one, when the next attempt is due.
     wake_at: float | None = None
+    #: a RUNNING task attempt's last `durable.heartbeat()` write (None before the first).
+    heartbeat_at: float | None = None
+    #: the details the task's last written heartbeat carried (JSON), kept across its
+    #: attempts: what `durable.last_heartbeat()` returns to the next attempt.
+    details: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

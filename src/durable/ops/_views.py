@@ -84,8 +84,25 @@ def _alongside(previous: Step | None, step: Step) -> bool:
     )
 
 
+def _progress(details: Any) -> float | None:
+    """How far a task got, from its heartbeat details: a ``progress`` in 0-1, or
+    ``done`` / ``of``; None when they say neither."""
+    if not isinstance(details, dict):
+        return None
+    number = (int, float)
+    given = details.get("progress")
+    if isinstance(given, number) and not isinstance(given, bool) and 0 <= given <= 1:
+        return float(given)
+    done, of = details.get("done"), details.get("of")
+    if isinstance(done, number) and isinstance(of, number) and of > 0:
+        return min(max(float(done) / float(of), 0.0), 1.0)
+    return None
+
+
 def _step(step: Step, group: int) -> dict[str, Any]:
     finished = step.status in (StepStatus.COMPLETED, StepStatus.FAILED)
+    failure = error(step.error)
+    details = value(step.details)
     child = f"{step.run_id}/{step.position}" if step.kind in _CHILD_KINDS else None
     shown_input = value(step.input)
     if step.kind is StepKind.JOIN and isinstance(shown_input, dict):
@@ -100,9 +117,13 @@ def _step(step: Step, group: int) -> dict[str, Any]:
         "finished_at": iso(step.finished_at),
         "duration": duration(step.started_at, step.finished_at) if finished else None,
         "wake_at": iso(step.wake_at),
+        "heartbeat_at": iso(step.heartbeat_at),
+        "details": details,
+        "progress": _progress(details),
+        "timed_out": failure is not None and failure["type"] == "durable.errors.TaskTimeout",
         "input": shown_input,
         "output": value(step.output),
-        "error": error(step.error),
+        "error": failure,
         "child_id": child,
         "group": group,
     }

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
 from durable.core import faults
@@ -46,6 +45,7 @@ from durable.errors import (
     StorageError,
 )
 
+from .activity import TaskScope
 from .host import Host
 from .loops import in_event_loop
 from .pending import UNSET, Pending
@@ -58,19 +58,6 @@ _CANCEL = "durable.cancel"
 _CANCEL_RETURN = "durable.cancel.on-return"
 _CANCEL_HASH = call_hash(StepKind.CANCEL, _CANCEL, {})
 _CANCEL_RETURN_HASH = call_hash(StepKind.CANCEL, _CANCEL_RETURN, {})
-
-
-@dataclass(frozen=True, slots=True)
-class TaskScope:
-    """Set while a task body runs: calls are plain, `task_key()` names the position."""
-
-    run_id: str
-    position: int
-    attempt: int
-    #: the task, and the run's workflow and parent (for `durable.info()`).
-    task: str = ""
-    workflow: str = ""
-    parent_id: str | None = None
 
 
 #: Where am I? The live run (inside a workflow body), a task scope (inside a task body,
@@ -343,6 +330,14 @@ class RunContext:
     def failed(self, pending: Pending, error: BaseException) -> None:
         """Record *error* as the outcome of *pending*."""
         self.record(self.step_for(pending, StepStatus.FAILED, error=self.host.dump_error(error)))
+
+    def interrupted(self, pending: Pending) -> Cancelled:
+        """The task body at *pending* stopped at its run's cancellation (its heartbeat
+        saw it): that is the position's outcome, so replay raises it there again."""
+        self.cancel_requested = self.cancel_delivered = True
+        cancelled = Cancelled(self.run_id)
+        self.failed(pending, cancelled)
+        return cancelled
 
     def settle(self, step: Step, value: Any) -> Any:
         """Record a finished step; if another writer got there first, use its outcome."""

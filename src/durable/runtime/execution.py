@@ -28,7 +28,8 @@ from durable.errors import (
 )
 
 from . import tasks
-from .context import RunContext, TaskScope, current
+from .activity import TaskScope
+from .context import RunContext, current
 from .host import Host
 from .loops import run_coroutine
 from .stops import RELEASED, Abandoned, Suspend

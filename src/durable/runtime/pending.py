@@ -19,7 +19,9 @@ UNSET: Any = object()
 class Pending:
     """A call at the frontier: its position, identity, and the attempts made so far."""
 
-    __slots__ = ("attempt", "call", "digest", "due", "input", "kind", "position", "started")
+    __slots__ = (
+        "attempt", "call", "details", "digest", "due", "input", "kind", "position", "started",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -44,6 +46,8 @@ class Pending:
         self.started = recorded.started_at if recorded else None
         #: when the next attempt may start (recorded with the last failed one).
         self.due = recorded.wake_at if recorded else None
+        #: the last heartbeat details of the attempts so far (`durable.last_heartbeat()`).
+        self.details = recorded.details if recorded else None
         #: the arguments' preview for the history, made once for all of its rows.
         self.input: Any = UNSET
 

@@ -10,13 +10,16 @@ a crash or a suspension the attempts continue where they were, never early.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 from durable.core import faults
 from durable.core.functions import Call
 from durable.core.records import Step, StepStatus
+from durable.errors import Cancelled
 
-from .context import RunContext, TaskScope, current
+from .activity import Activity, TaskScope
+from .context import RunContext, current
 from .loops import run_coroutine
 from .pending import Pending
 
@@ -49,18 +52,36 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
         finished = context.begin(pending)
         if finished is not None:
             return context.replayed(finished)
-        token = current.set(_scope(context, pending))
+        activity = Activity(context.host, context.run_id, context.epoch, pending)
+        token = current.set(_scope(context, pending, activity))
         try:
             faults.hit("before_task", f"task:{task.name}")
             if task.is_async:
-                value = run_coroutine(task.fn(*pending.call.args, **pending.call.kwargs))
+                value = run_coroutine(
+                    _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
+                )
             else:
                 value = task.fn(*pending.call.args, **pending.call.kwargs)
             faults.hit("after_task", f"task:{task.name}")
-        except Exception as error:
-            if not _failed_attempt(context, pending, error):
-                raise
+            late = activity.late()
+            if late is not None:
+                raise late  # a sync body that overran: its result does not count
+        except Exception as raised:
+            # An attempt that ended past its limit timed out, whatever it raised.
+            error = activity.late() or raised
+            if not _failed_attempt(context, pending, error, activity):
+                if error is raised:
+                    raise
+                raise error from raised
             continue
+        except Cancelled:
+            raise context.interrupted(pending) from None
+        except BaseException as dying:
+            # The process is going down (KeyboardInterrupt, SystemExit...): as after a
+            # kill, nothing more of this run may be recorded, in parallel branches
+            # neither (they would take positions out of their order).
+            context.poison(dying)
+            raise
         finally:
             current.reset(token)
         return context.succeeded(pending, value, defer=sequential)
@@ -79,32 +100,63 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
         finished = context.begin(pending)
         if finished is not None:
             return context.replayed(finished)
-        token = current.set(_scope(context, pending))
+        activity = Activity(context.host, context.run_id, context.epoch, pending)
+        token = current.set(_scope(context, pending, activity))
         try:
             faults.hit("before_task", f"task:{task.name}")
-            value = await task.fn(*pending.call.args, **pending.call.kwargs)
+            value = await _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
             faults.hit("after_task", f"task:{task.name}")
-        except Exception as error:
-            if not _failed_attempt(context, pending, error):
-                raise
+        except Exception as raised:
+            # An attempt that ended past its limit timed out, whatever it raised.
+            error = activity.late() or raised
+            if not _failed_attempt(context, pending, error, activity):
+                if error is raised:
+                    raise
+                raise error from raised
             continue
+        except Cancelled:
+            raise context.interrupted(pending) from None
+        except BaseException as dying:
+            # The process is going down (KeyboardInterrupt, SystemExit...): as after a
+            # kill, nothing more of this run may be recorded, in parallel branches
+            # neither (they would take positions out of their order).
+            context.poison(dying)
+            raise
         finally:
             current.reset(token)
         return context.succeeded(pending, value)
 
 
-def _scope(context: RunContext, pending: Pending) -> TaskScope:
+async def _limited(activity: Activity, body: Coroutine[Any, Any, Any]) -> Any:
+    """Await an async task body, cancelling it when its attempt must end."""
+    remaining = activity.remaining()
+    if remaining is None:
+        return await body
+    try:
+        async with asyncio.timeout(remaining) as limit:
+            return await body
+    except TimeoutError:
+        if limit.expired():
+            raise activity.timeout(activity.limit) from None
+        raise
+
+
+def _scope(context: RunContext, pending: Pending, activity: Activity) -> TaskScope:
     """What a task body sees of where it runs (`task_key()`, `durable.info()`)."""
     return TaskScope(
         context.run_id, pending.position, pending.attempt, pending.call.target.name,
-        context.workflow, context.parent_id,
+        context.workflow, context.parent_id, activity,
     )  # fmt: skip
 
 
-def _failed_attempt(context: RunContext, pending: Pending, error: Exception) -> bool:
-    """Record a failed attempt, with when the next one is due; False to give up."""
+def _failed_attempt(
+    context: RunContext, pending: Pending, error: Exception, activity: Activity
+) -> bool:
+    """Record a failed attempt, with when the next one is due; False to give up (also
+    once the deadline of all attempts has passed)."""
     task = pending.call.target
-    retry = task.retry.should_retry(error, pending.attempt)
+    pending.details = activity.details
+    retry = task.retry.should_retry(error, pending.attempt) and not _past_deadline(context, pending)
     if retry:
         pending.due = context.host.clock.now() + task.retry.delay(pending.attempt)
     step = context.step_for(
@@ -115,3 +167,11 @@ def _failed_attempt(context: RunContext, pending: Pending, error: Exception) -> 
     )
     context.record(step)
     return retry
+
+
+def _past_deadline(context: RunContext, pending: Pending) -> bool:
+    """Whether the deadline of all the task's attempts has passed."""
+    deadline = pending.call.target.limits.deadline
+    if deadline is None or pending.started is None:
+        return False
+    return context.host.clock.now() >= pending.started + deadline

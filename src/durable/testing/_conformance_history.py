@@ -5,6 +5,7 @@ position wins, and only the run's current owner may write."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 from durable.core.records import RunStatus, StepStatus
 from durable.errors import LeaseLost
@@ -125,3 +126,35 @@ def check_finish_run_records_the_last_step(make: MakeBackend) -> None:
         assert list(backend.load_history("run-1")) == [result]
         run = backend.get_run("run-1")
         assert run is not None and run.status is RunStatus.COMPLETED and run.output == b"j0"
+
+
+def check_heartbeat_is_fenced_and_reports_cancel(make: MakeBackend) -> None:
+    """heartbeat() stamps a RUNNING attempt and keeps its details (a later record keeps
+    them too, for the next attempt); a stale epoch, another attempt or a finished step
+    is LeaseLost; a cancel request comes back as True, nothing written."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        start = _step("run-1", 0, status=StepStatus.RUNNING, output=None, finished_at=None)
+        backend.record(start, 1)
+        assert backend.heartbeat("run-1", 0, 1, 1, b'j{"done":3}') is False
+        (beating,) = backend.load_history("run-1")
+        assert beating.heartbeat_at is not None and beating.details == b'j{"done":3}'
+        assert backend.heartbeat("run-1", 0, 1, 1, None) is False
+        assert backend.load_history("run-1")[0].details == b'j{"done":3}', "None keeps them"
+        for epoch, attempt, position in ((7, 1, 0), (1, 2, 0), (1, 1, 5)):
+            with contextlib.suppress(LeaseLost):
+                backend.heartbeat("run-1", position, epoch, attempt, b"jnull")
+                raise AssertionError(f"heartbeat({position}, {epoch}, {attempt}) is fenced")
+        retrying = _step("run-1", 0, status=StepStatus.RETRYING, output=None, error=b"jx")
+        backend.record(retrying, 1)
+        assert backend.load_history("run-1")[0].details == b'j{"done":3}', "kept for attempt 2"
+        backend.record(dataclasses.replace(start, attempts=2), 1)
+        (second,) = backend.load_history("run-1")
+        assert second.heartbeat_at is None and second.details == b'j{"done":3}'
+        backend.cancel_run("run-1")
+        assert backend.heartbeat("run-1", 0, 1, 2, b"jnull") is True
+        assert backend.load_history("run-1")[0].details == b'j{"done":3}', "nothing written"
+        backend.record(_step("run-1", 0), 1)
+        with contextlib.suppress(LeaseLost):
+            backend.heartbeat("run-1", 0, 1, 2, None)
+            raise AssertionError("a finished step takes no heartbeat")

@@ -25,6 +25,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     history.check_record_is_fenced,
     history.check_record_steps_is_one_write,
     history.check_finish_run_records_the_last_step,
+    history.check_heartbeat_is_fenced_and_reports_cancel,
     history.check_claim_fences_old_owner,
     runs.check_finish_run,
     runs.check_finish_failed,

@@ -216,6 +216,11 @@ def _detail(step: Mapping[str, Any]) -> str:
         return _short(kind + tries)
     if status == "retrying":
         return f"attempt {attempts} failed, retrying"
+    progress = step.get("progress")
+    if status == "running" and isinstance(progress, int | float):
+        # the browser draws the bar from the step's "progress"; this is its number
+        attempt = f" · attempt {attempts}" if attempts > 1 else ""
+        return f"{progress * 100:.0f}%{attempt}"
     if status == "waiting":
         until = _clock(step.get("wake_at"))
         return f"until {until}" if until else "waiting"

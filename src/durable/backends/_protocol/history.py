@@ -48,3 +48,21 @@ class HistoryStore(Protocol):
             LeaseLost: the run's epoch is no longer *epoch*; nothing was written.
         """
         ...
+
+    def heartbeat(
+        self, run_id: str, position: int, epoch: int, attempt: int, details: bytes | None
+    ) -> bool:
+        """A task attempt is alive: set its step's ``heartbeat_at`` (now) and, unless
+        *details* is None, its ``details``; only while the step at *position* is that
+        attempt (*attempt*, RUNNING) and the run is at *epoch*.
+
+        Returns:
+            Whether cancellation of the run has been requested (then nothing is
+            written: the attempt is to stop).
+
+        Raises:
+            LeaseLost: the run's epoch moved on, or the attempt is no longer running
+                there (fenced: another owner, or its outcome is recorded); nothing
+                was written.
+        """
+        ...

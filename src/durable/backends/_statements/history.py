@@ -15,11 +15,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from durable.backends._schema import history, runs
+from durable.core.records import StepStatus
 
 from .base import UNFINISHED_STEP, Compiler, Statement, bind
 
 #: What recording over an unfinished (running, retrying or waiting) step replaces: everything
-#: but its key and first start, so a cancellation marker can take a wait's place.
+#: but its key, first start and heartbeat details (kept for the next attempt), so a
+#: cancellation marker can take a wait's place.
 UPDATED_ON_RECORD = (
     "kind",
     "name",
@@ -32,6 +34,7 @@ UPDATED_ON_RECORD = (
     "finished_at",
     "epoch",
     "wake_at",
+    "heartbeat_at",
 )
 
 #: The record statement's parameters, in the order `_rows.step_params` builds them.
@@ -79,6 +82,7 @@ class HistoryStatements(Compiler):
         )
         if self.postgres:
             self._define_record_many()
+        self._define_heartbeat()
         #: where each parameter of the hand-built record tuple (RECORD_ORDER) goes.
         self.record_permutation: tuple[int, ...] | None = tuple(
             RECORD_ORDER.index(name) for name in self.record.order
@@ -132,6 +136,40 @@ class HistoryStatements(Compiler):
         }
         #: the record_pair's parameters, from the two steps' record parameters joined.
         self.record_pair_picks = operator.itemgetter(*(at[name] for name in self.record_pair.order))
+
+    def _define_heartbeat(self) -> None:
+        """A task attempt's heartbeat: its time (the database clock) and its details
+        (kept when None), only while the attempt is RUNNING under the run's current
+        epoch and the run has no cancel request; the row count says whether it was.
+        `heartbeat_check` reads back why not: the run's epoch and cancel request, the
+        step's status and attempt."""
+        r, h = runs.c, history.c
+        running: sa.ColumnElement[str] = sa.literal_column(f"'{StepStatus.RUNNING.value}'")
+        no_cancel = r.cancel_requested == sa.literal_column("0")
+        self.heartbeat = self.compile(
+            sa.update(history)
+            .where(
+                h.run_id == bind("run_id", h.run_id),
+                h.position == bind("position", h.position),
+                h.status == running,
+                h.attempts == bind("attempt", h.attempts),
+                sa.exists().where(r.id == h.run_id, r.epoch == bind("epoch", r.epoch), no_cancel),
+            )
+            .values(
+                heartbeat_at=self._now,
+                details=sa.func.coalesce(bind("details", h.details), h.details),
+            )
+        )
+        self.heartbeat_check = self.compile(
+            sa.select(r.epoch, r.cancel_requested, h.status, h.attempts)
+            .select_from(
+                runs.outerjoin(
+                    history,
+                    sa.and_(h.run_id == r.id, h.position == bind("position", h.position)),
+                )
+            )
+            .where(r.id == bind("run_id", r.id))
+        )
 
     def _define_record_many(self) -> None:
         """PostgreSQL: many steps in one statement, their columns as arrays. Group

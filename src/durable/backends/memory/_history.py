@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from durable.core.records import Step
+from durable.core.records import Step, StepStatus
 from durable.errors import LeaseLost
 
 from ._base import MemoryBase
@@ -56,6 +56,38 @@ class MemoryHistory(MemoryBase):
         steps[step.position] = (
             stored
             if existing is None
-            else dataclasses.replace(stored, started_at=existing.started_at)
+            else dataclasses.replace(
+                stored, started_at=existing.started_at, details=existing.details
+            )
         )
         return stored, run.cancel_requested
+
+    def heartbeat(
+        self, run_id: str, position: int, epoch: int, attempt: int, details: bytes | None
+    ) -> bool:
+        """See `HistoryStore.heartbeat`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            step = self._history[run_id].get(position) if run is not None else None
+            if (
+                run is None
+                or run.epoch != epoch
+                or step is None
+                or step.status is not StepStatus.RUNNING
+                or step.attempts != attempt
+            ):
+                raise LeaseLost(
+                    f"Run {run_id!r} no longer runs attempt {attempt} at position {position} "
+                    f"under epoch {epoch}: another owner took it over, or it ended.",
+                    run_id=run_id,
+                    epoch=epoch,
+                )
+            if run.cancel_requested:
+                return True
+            self._history[run_id][position] = dataclasses.replace(
+                step,
+                heartbeat_at=self.now(),
+                details=step.details if details is None else details,
+            )
+            return False

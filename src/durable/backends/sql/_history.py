@@ -116,6 +116,37 @@ class SQLHistory(SQLBase):
         stored = [s if s.epoch == epoch else dataclasses.replace(s, epoch=epoch) for s in steps]
         return stored, cancel
 
+    def heartbeat(
+        self, run_id: str, position: int, epoch: int, attempt: int, details: bytes | None
+    ) -> bool:
+        """See `HistoryStore.heartbeat`."""
+        values = {
+            "run_id": run_id, "position": position, "epoch": epoch, "attempt": attempt,
+            "details": details,
+        }  # fmt: skip
+        statement = self._sql.heartbeat
+        # Liveness and progress, rewritten every few seconds: no fsync of its own on
+        # SQLite (a power cut may lose the last one; the attempt resumes from an earlier).
+        rows, _ = self._steps.write(
+            statement.sql, statement.params(values), name="Writing a heartbeat", synced=False
+        )
+        if rows[0][0]:  # the row count
+            return False
+        found = self._db.run(
+            f"Reading why a heartbeat of run {run_id!r} was refused",
+            lambda conn, _: self._execute(
+                conn, self._sql.heartbeat_check, {"run_id": run_id, "position": position}
+            ).fetchone(),
+        )
+        if found is not None and tuple(found) == (epoch, True, "running", attempt):
+            return True  # cancelled: nothing written, the attempt is to stop
+        raise LeaseLost(
+            f"Run {run_id!r} no longer runs attempt {attempt} at position {position} under "
+            f"epoch {epoch}: another owner took it over, or it ended.",
+            run_id=run_id,
+            epoch=epoch,
+        )
+
     def _record_in(self, session: Session, step: Step, epoch: int) -> tuple[Step, bool] | None:
         """Record *step* on *session* (inside the caller's transaction); None if nothing
         was written (fenced off, or the position is finished)."""

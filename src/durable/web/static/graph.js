@@ -40,13 +40,16 @@ export class GraphView {
     box.replaceChildren(this.root);
   }
 
-  update(graph) {
+  /* Paint *graph*; *steps* (the run's history) add what only the steps know: a running
+     task's progress bar, and which failed steps timed out. */
+  update(graph, steps) {
     this.root.setAttribute("viewBox", `0 0 ${graph.width} ${graph.height}`);
     this.root.setAttribute("width", graph.width);
     this.root.setAttribute("height", graph.height);
     const byId = new Map(graph.nodes.map((node) => [node.id, node]));
+    const byPosition = new Map((steps || []).map((step) => [step.position, step]));
     sync(this.nodes, graph.nodes, (node) => node.id, this.nodeLayer,
-      () => svg("g"), paintNode);
+      () => svg("g"), (g, node) => paintNode(g, node, byPosition.get(node.position)));
     sync(this.edges, graph.edges, (edge) => `${edge.from}\u2192${edge.to}`, this.edgeLayer,
       () => svg("path", { "marker-end": "url(#arrow)" }),
       (path, edge) => paintEdge(path, byId.get(edge.from), byId.get(edge.to)));
@@ -81,8 +84,12 @@ function sync(elements, items, keyOf, parent, make, paint) {
 }
 
 const TERMINALS = new Set(["start", "end"]);
+/* The progress bar's inset from the box's sides and bottom, and its height. */
+const BAR_INSET = 12;
+const BAR_HEIGHT = 4;
 
-function paintNode(g, node) {
+/* *step* is the recorded step at the node's position (undefined for the others). */
+function paintNode(g, node, step) {
   // The outline is redrawn only when the shape changes (the "running" box becomes the
   // recorded step, which may be a sleep or an event); the <g> itself always stays.
   const geometry = `${node.shape}:${node.w}x${node.h}`;
@@ -96,15 +103,17 @@ function paintNode(g, node) {
     g.setAttribute("data-geometry", geometry);
   }
   const clickable = node.position !== null;
+  const timedOut = Boolean(step && step.timed_out);
   const attrs = {
-    class: `node state-${node.state} shape-${node.shape}`,
+    class: `node state-${node.state} shape-${node.shape}${timedOut ? " timed-out" : ""}`,
     transform: `translate(${node.x} ${node.y})`,
     "data-id": node.id,
     "data-state": node.state,
     "data-kind": node.kind,
     "data-shape": node.shape,
     "data-clickable": String(clickable),
-    "aria-label": `${node.label}: ${node.state}`,
+    "data-timed-out": String(timedOut),
+    "aria-label": `${node.label}: ${timedOut ? "timed out" : node.state}`,
   };
   for (const [name, value] of Object.entries(attrs)) g.setAttribute(name, value);
   if (clickable) {
@@ -115,7 +124,35 @@ function paintNode(g, node) {
   const [label, detail, title] = Array.from(g.children).slice(-3);
   label.textContent = node.label;
   detail.textContent = terminal ? "" : node.detail;
-  title.textContent = `${node.name} (${node.state})`;
+  title.textContent = `${node.name} (${timedOut ? "timed out" : node.state})`;
+  paintProgress(g, node, step, label);
+}
+
+/* A running task that reported progress (durable.heartbeat({"done": n, "of": m})) gets
+   a bar along the bottom of its box; the layout already put the percentage in its
+   detail line. Any other box has none. */
+function paintProgress(g, node, step, label) {
+  const running = node.state === "running" && step && step.status === "running";
+  const fraction = running && typeof step.progress === "number" ? step.progress : null;
+  let bar = g.querySelector(":scope > g.progress");
+  if (fraction === null) {
+    if (bar) bar.remove();
+    return;
+  }
+  const width = node.w - 2 * BAR_INSET;
+  if (!bar) {
+    bar = svg("g", {
+      class: "progress", transform: `translate(${BAR_INSET} ${node.h - BAR_HEIGHT - 4})`,
+    });
+    bar.append(
+      svg("rect", { class: "progress-track", width, height: BAR_HEIGHT, rx: BAR_HEIGHT / 2 }),
+      svg("rect", { class: "progress-bar", width: 0, height: BAR_HEIGHT, rx: BAR_HEIGHT / 2 }),
+    );
+    g.insertBefore(bar, label);
+  }
+  const clamped = Math.min(Math.max(fraction, 0), 1);
+  bar.setAttribute("data-progress", String(clamped));
+  bar.lastChild.setAttribute("width", (clamped * width).toFixed(1));
 }
 
 /* The outline of a box: pills for start and end, a hexagon for a sleep, a box with an

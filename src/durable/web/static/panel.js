@@ -53,7 +53,11 @@ function renderPanel() {
     ["Kind", node.kind],
     ["State", node.state],
     ["Status", step ? step.status : "not recorded yet"],
+    ["Timed out", step && step.timed_out && "yes (TaskTimeout)"],
     ["Attempts", step && step.attempts],
+    ["Progress", step && typeof step.progress === "number" &&
+      `${Math.round(step.progress * 100)} %`],
+    ["Heartbeat", step && step.heartbeat_at && formatTime(step.heartbeat_at)],
     ["Started", step && formatTime(step.started_at)],
     ["Finished", step && step.finished_at && formatTime(step.finished_at)],
     ["Duration", step && formatDuration(step.duration)],
@@ -66,6 +70,9 @@ function renderPanel() {
   $("panel-output-box").hidden = !step || step.status !== "completed";
   $("panel-input").textContent = step ? pretty(step.input) : "";
   $("panel-output").textContent = step ? pretty(step.output) : "";
+  const details = step ? step.details : null;
+  $("panel-details-box").hidden = details === null || details === undefined;
+  $("panel-details").textContent = pretty(details);
   const error = step && step.error;
   $("panel-error-box").hidden = !error;
   $("panel-error").textContent = error ? `${error.type}: ${error.message}` : "";

@@ -44,14 +44,16 @@ export function runPage(runId, refreshNow) {
   async function refresh() {
     const [detail, layout] = await Promise.all([get(base), get(base + "/graph")]);
     const text = JSON.stringify(detail.data);
-    if (text !== page.lastText) {
+    const news = text !== page.lastText;
+    if (news) {
       page.lastText = text;
       page.detail = detail.data;
       renderRun(page.detail, eventForm);
     }
-    if (layout.changed || !page.layout) {
+    // the steps add progress bars and timeouts to the boxes: repaint when either moved
+    if (layout.changed || !page.layout || news) {
       page.layout = layout.data;
-      page.graph.update(layout.data);
+      page.graph.update(layout.data, page.detail.history || []);
     }
     refreshPanel(page);
   }

@@ -32,7 +32,7 @@ export function drawTimeline(box, run) {
     const name = svg("text", { class: "row-label", x: LABEL_WIDTH - 8, y: y + 13 });
     name.textContent = `#${step.position} ${shortName(step.name)}`.slice(0, 34);
     const bar = svg("rect", {
-      class: `bar status-${step.status}`,
+      class: `bar status-${step.status}${step.timed_out ? " timed-out" : ""}`,
       x: (LABEL_WIDTH + ((started - first) / span) * CHART_WIDTH).toFixed(1),
       y: y + 2,
       width: Math.max(((end(step) - started) / span) * CHART_WIDTH, 3).toFixed(1),
@@ -41,8 +41,8 @@ export function drawTimeline(box, run) {
       "data-position": step.position,
     });
     const title = svg("title");
-    title.textContent = `${step.name}: ${step.status}, ${formatDuration(step.duration)}` +
-      (step.attempts > 1 ? `, ${step.attempts} attempts` : "");
+    title.textContent = `${step.name}: ${step.timed_out ? "timed out" : step.status}, ` +
+      formatDuration(step.duration) + (step.attempts > 1 ? `, ${step.attempts} attempts` : "");
     bar.append(title);
     chart.append(name, bar);
   });

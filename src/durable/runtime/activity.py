@@ -1,0 +1,178 @@
+"""A task attempt in progress: its time limits, its heartbeats, its run's cancellation.
+
+While a task body runs, `current` holds a `TaskScope`, and for an attempt inside a run
+its `Activity`. `durable.heartbeat(details)` reaches it. A call is cheap: it reads the
+clock and compares; a write happens at the first call and then at most once per
+interval (a third of the task's ``heartbeat``, or `INTERVAL` for a task that declares
+none), never once per call. A write stores the latest details and the time, fenced by
+the run's epoch and the attempt's number, and brings back the run's cancel request:
+
+* cancelled: the call raises `Cancelled` (the body may clean up, and should let it
+  propagate); the task's position records the cancellation, so replay raises it there;
+* fenced (another owner took the run over): the call raises `LeaseLost`, and nothing
+  this attempt does is recorded;
+* past the attempt's end (``timeout``, or ``deadline`` for all attempts), or later
+  than ``heartbeat`` after the previous call: the call raises `TaskTimeout`.
+
+A sync body cannot be stopped from outside in Python: one that runs past its end
+without calling heartbeat is found late when it returns (`Activity.late`), its result
+dropped and the attempt recorded as timed out. An async body is cancelled at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from durable.errors import Cancelled, SerializationError, TaskTimeout
+
+from .host import Host
+from .pending import Pending
+
+#: Seconds between heartbeat writes of a task that declares no ``heartbeat``.
+INTERVAL = 10.0
+#: The most heartbeat details may take, encoded as JSON.
+DETAILS_LIMIT = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TaskScope:
+    """Set while a task body runs: calls are plain, `task_key()` names the position."""
+
+    run_id: str
+    position: int
+    attempt: int
+    #: the task, and the run's workflow and parent (for `durable.info()`).
+    task: str = ""
+    workflow: str = ""
+    parent_id: str | None = None
+    #: the attempt's limits and heartbeats (None for a body run outside any attempt).
+    activity: Activity | None = None
+
+
+class Activity:
+    """One attempt of a task at its position: when it must end, when it next writes."""
+
+    __slots__ = (
+        "_backend", "_clock", "_dirty", "_due", "_gap", "_interval", "_last", "_latest",
+        "_limits", "attempt", "ends_at", "epoch", "limit", "position", "previous", "run_id", "task",
+    )  # fmt: skip
+
+    def __init__(self, host: Host, run_id: str, epoch: int, pending: Pending) -> None:
+        self._backend, self._clock = host.backend, host.clock
+        self.run_id, self.epoch = run_id, epoch
+        self.position, self.attempt = pending.position, pending.attempt
+        self.task = pending.call.target.name
+        self._limits = limits = pending.call.target.limits
+        now = self._clock.now()
+        #: when this attempt must have ended, and which limit says so.
+        self.ends_at, self.limit = None, ""
+        if limits.timeout is not None:
+            self.ends_at, self.limit = now + limits.timeout, "timeout"
+        if limits.deadline is not None:
+            deadline = (pending.started or now) + limits.deadline
+            if self.ends_at is None or deadline < self.ends_at:
+                self.ends_at, self.limit = deadline, "deadline"
+        self._gap = limits.heartbeat
+        self._interval = INTERVAL if limits.heartbeat is None else limits.heartbeat / 3
+        self._due = now  # the first heartbeat writes at once
+        self._last = now  # the attempt's start counts as its first heartbeat
+        self._latest: Any = None
+        self._dirty = False
+        #: the previous attempts' last details (JSON), for `durable.last_heartbeat()`.
+        self.previous: bytes | None = pending.details
+
+    def beat(self, details: Any) -> None:
+        """`durable.heartbeat(details)`: see the module docstring."""
+        now = self._clock.now()
+        if self.ends_at is not None and now >= self.ends_at:
+            raise self.timeout(self.limit)
+        if self._gap is not None and now - self._last > self._gap:
+            raise self.timeout("heartbeat")
+        self._last = now
+        if details is not None:
+            self._latest, self._dirty = details, True
+        if now >= self._due:
+            self._write(now)
+
+    def _write(self, now: float) -> None:
+        encoded = encode_details(self._latest) if self._dirty else None
+        cancel = self._backend.heartbeat(
+            self.run_id, self.position, self.epoch, self.attempt, encoded
+        )
+        self._dirty, self._due = False, now + self._interval
+        if cancel:
+            raise Cancelled(self.run_id)
+
+    @property
+    def details(self) -> bytes | None:
+        """The latest details given (written or not) if they can be stored, for the
+        next attempt; else the previous attempts' last ones."""
+        if self._latest is not None:
+            try:
+                return encode_details(self._latest)
+            except SerializationError:
+                pass  # the heartbeat that writes them raises it to the body
+        return self.previous
+
+    def late(self) -> TaskTimeout | None:
+        """After the body returned: the timeout it ran past, if it did."""
+        if self.ends_at is not None and self._clock.now() > self.ends_at:
+            return self.timeout(self.limit)
+        return None
+
+    def remaining(self) -> float | None:
+        """Seconds left before this attempt must end (an async body is cancelled then)."""
+        return None if self.ends_at is None else max(0.0, self.ends_at - self._clock.now())
+
+    def timeout(self, limit: str) -> TaskTimeout:
+        """The `TaskTimeout` of this attempt for *limit*."""
+        seconds = getattr(self._limits, limit) or 0.0
+        what = {
+            "timeout": "ran past its timeout",
+            "deadline": "ran past the deadline of all its attempts",
+            "heartbeat": f"did not heartbeat for more than {self._gap:g}s"
+            if self._gap is not None
+            else "missed its heartbeat",
+        }[limit]
+        return TaskTimeout(
+            f"Task {self.task!r} at position {self.position} (attempt {self.attempt}) {what}.",
+            task=self.task,
+            position=self.position,
+            attempt=self.attempt,
+            limit=limit,
+            seconds=seconds,
+        )
+
+
+def encode_details(details: Any) -> bytes:
+    """Heartbeat details as stored: JSON, at most `DETAILS_LIMIT` bytes.
+
+    Raises:
+        SerializationError: not JSON (dicts with string keys, lists, strings, finite
+            numbers, booleans, None), or too large.
+    """
+    try:
+        text = json.dumps(details, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise SerializationError(
+            f"heartbeat details must be JSON (dicts with string keys, lists, strings, finite "
+            f"numbers, booleans, None): {error}. Pass a small dict such as "
+            '{"done": 40, "of": 100}.'
+        ) from None
+    encoded = b"j" + text.encode()
+    if len(encoded) > DETAILS_LIMIT:
+        raise SerializationError(
+            f"heartbeat details take {len(encoded)} bytes as JSON, more than the "
+            f"{DETAILS_LIMIT} allowed: keep a checkpoint small (an offset, a cursor, a "
+            "count), and put bulk data where the task writes its results."
+        )
+    return encoded
+
+
+def decode_details(data: bytes | None) -> Any:
+    """Stored heartbeat details back as JSON values (None when there are none)."""
+    if not data:
+        return None
+    return json.loads(data[1:] if data[:1] == b"j" else data)
