@@ -123,6 +123,8 @@ def _run_view(run: Run, now: float) -> RunView:
 
 
 def _normal_step(step: Step, index: dict[int, int]) -> Step:
+    if step.heartbeat_at is not None:  # each backend's own clock: only "stamped" counts
+        step = dataclasses.replace(step, heartbeat_at=0.0)
     match = _EVENT_INPUT.fullmatch(step.input or b"")
     if match is None:
         return step
@@ -460,11 +462,14 @@ class Model:
         *,
         output: bytes | None,
         error: bytes | None,
+        last_step: Step | None = None,
     ) -> bool:
-        """`Backend.finish_run`."""
+        """`Backend.finish_run`: the last step, if any, recorded with the outcome."""
         run = self.runs.get(run_id)
         if run is None or run.epoch != epoch or run.status.finished:
             return False
+        if last_step is not None:
+            self.record(last_step, epoch)
         self.runs[run_id] = dataclasses.replace(
             run,
             status=status,
@@ -581,6 +586,36 @@ class Model:
         steps[step.position] = _keep_first_start(stored, existing)
         return stored, run.cancel
 
+    def record_steps(self, steps: list[Step], epoch: int) -> tuple[list[Step], bool] | Raised:
+        """`Backend.record_steps`: each as `record` would, in one commit."""
+        run = self.runs.get(steps[0].run_id)
+        if run is None or run.epoch != epoch:
+            return Raised("LeaseLost", steps[0].run_id)
+        done = [self.record(step, epoch) for step in steps]
+        return [d[0] for d in done if isinstance(d, tuple)], run.cancel
+
+    def heartbeat(
+        self, run_id: str, position: int, epoch: int, attempt: int, details: bytes | None
+    ) -> bool | Raised:
+        """`Backend.heartbeat`: stamps a running attempt; True (nothing written) on a
+        cancel request; LeaseLost when fenced or no longer that attempt."""
+        run = self.runs.get(run_id)
+        step = self.history[run_id].get(position) if run is not None else None
+        if (
+            run is None
+            or step is None
+            or run.epoch != epoch
+            or step.status is not StepStatus.RUNNING
+            or step.attempts != attempt
+        ):
+            return Raised("LeaseLost", run_id)
+        if run.cancel:
+            return True
+        self.history[run_id][position] = dataclasses.replace(
+            step, heartbeat_at=0.0, details=step.details if details is None else details
+        )
+        return False
+
     def send_event(
         self, run_id: str, name: str, payload: bytes, *, key: str | None, sender: str | None
     ) -> Event | Raised:
@@ -639,4 +674,6 @@ class Model:
 def _keep_first_start(step: Step, replaced: Step | None) -> Step:
     """A position written over (it was retrying or waiting) keeps its first start; the
     writer is answered with its own step all the same."""
-    return step if replaced is None else dataclasses.replace(step, started_at=replaced.started_at)
+    if replaced is None:
+        return step
+    return dataclasses.replace(step, started_at=replaced.started_at, details=replaced.details)

@@ -360,18 +360,29 @@ class BackendMachine(RuleBasedStateMachine):
                 RunStatus.BLOCKED,
             )
         ),
+        with_step=st.booleans(),
     )
-    def finish(self, run_id: str, shift: int, status: RunStatus) -> None:
-        """finish_run: fenced, once; a parent waiting on the run is queued."""
+    def finish(self, run_id: str, shift: int, status: RunStatus, with_step: bool) -> None:
+        """finish_run: fenced, once; a parent waiting on the run is queued; with the
+        run's last step (over its start) in the same commit, if *with_step*."""
         epoch = self._epoch(run_id, shift)
         n = next(self.serial)
         output = b"j%d" % n if status is RunStatus.COMPLETED else None
         error = None if status is RunStatus.COMPLETED else b'j"error %d"' % n
-        expected = self.model.finish_run(run_id, epoch, status, output=output, error=error)
+        last = None
+        if with_step and status is not RunStatus.BLOCKED:
+            position = max(0, self.model.next_position(run_id) - 1)
+            last = self._step(run_id, position, StepStatus.COMPLETED)
+        expected = self.model.finish_run(
+            run_id, epoch, status, output=output, error=error, last_step=last
+        )
         self._on_all(
-            f"finish_run({run_id!r}, {epoch}, {status!r}, output={output!r}, error={error!r})",
+            f"finish_run({run_id!r}, {epoch}, {status!r}, output={output!r}, error={error!r}, "
+            f"last_step={last})",
             expected,
-            lambda b: b.finish_run(run_id, epoch, status, output=output, error=error),
+            lambda b: b.finish_run(
+                run_id, epoch, status, output=output, error=error, last_step=last
+            ),
         )
 
     @rule(run_id=runs)
@@ -389,15 +400,31 @@ class BackendMachine(RuleBasedStateMachine):
         shift=SHIFT,
         back=st.integers(0, 2),
         status=st.sampled_from(
-            (StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.RETRYING, StepStatus.WAITING)
+            (
+                StepStatus.COMPLETED,
+                StepStatus.FAILED,
+                StepStatus.RETRYING,
+                StepStatus.WAITING,
+                StepStatus.RUNNING,
+            )
         ),
     )
     def record(self, run_id: str, shift: int, back: int, status: StepStatus) -> None:
         """record: at the next position, or *back* positions before it (first writer wins)."""
         epoch = self._epoch(run_id, shift)
         position = max(0, self.model.next_position(run_id) - back)
+        step = self._step(run_id, position, status)
+        expected = self.model.record(step, epoch)
+        self._on_all(
+            f"record({step}, {epoch})",
+            expected,
+            lambda b: _stored(b, b.record(step, epoch)),
+        )
+
+    def _step(self, run_id: str, position: int, status: StepStatus) -> Step:
         n = next(self.serial)
-        step = Step(
+        quiet = (StepStatus.COMPLETED, StepStatus.WAITING, StepStatus.RUNNING)
+        return Step(
             run_id=run_id,
             position=position,
             kind=StepKind.TASK,
@@ -406,17 +433,50 @@ class BackendMachine(RuleBasedStateMachine):
             status=status,
             input=b"j[%d]" % n,
             output=b"j%d" % n if status is StepStatus.COMPLETED else None,
-            error=None if status in (StepStatus.COMPLETED, StepStatus.WAITING) else b"je%d" % n,
+            error=None if status in quiet else b"je%d" % n,
             attempts=n,
             started_at=float(n),
             finished_at=float(n) if status.finished else None,
             wake_at=None if status.finished else float(n) + 0.5,
         )
-        expected = self.model.record(step, epoch)
+
+    @rule(run_id=runs, shift=SHIFT, back=st.integers(0, 2))
+    def record_pair(self, run_id: str, shift: int, back: int) -> None:
+        """record_steps: a task's result with the next task's start, in one commit."""
+        epoch = self._epoch(run_id, shift)
+        position = max(0, self.model.next_position(run_id) - back)
+        steps = [
+            self._step(run_id, position, StepStatus.COMPLETED),
+            self._step(run_id, position + 1, StepStatus.RUNNING),
+        ]
+        expected = self.model.record_steps(steps, epoch)
+
+        def record(backend: Backend) -> object:
+            stored, cancel = backend.record_steps(steps, epoch)
+            return [view_step(backend, s) for s in stored], cancel
+
+        self._on_all(f"record_steps({steps}, {epoch})", expected, record)
+
+    @rule(
+        run_id=runs,
+        shift=SHIFT,
+        back=st.integers(0, 1),
+        attempt_shift=st.integers(-1, 0),
+        details=st.sampled_from((None, b'j{"done":1}', b'j{"done":2,"of":3}')),
+    )
+    def beat(
+        self, run_id: str, shift: int, back: int, attempt_shift: int, details: bytes | None
+    ) -> None:
+        """heartbeat: only the running attempt at its position, at the run's epoch."""
+        epoch = self._epoch(run_id, shift)
+        position = max(0, self.model.next_position(run_id) - 1 - back)
+        stored = self.model.history.get(run_id, {}).get(position)
+        attempt = (stored.attempts if stored is not None else 1) + attempt_shift
+        expected = self.model.heartbeat(run_id, position, epoch, attempt, details)
         self._on_all(
-            f"record({step}, {epoch})",
+            f"heartbeat({run_id!r}, {position}, {epoch}, {attempt}, {details!r})",
             expected,
-            lambda b: _stored(b, b.record(step, epoch)),
+            lambda b: b.heartbeat(run_id, position, epoch, attempt, details),
         )
 
     # -- events -----------------------------------------------------------------------
@@ -537,6 +597,8 @@ class BackendMachine(RuleBasedStateMachine):
                 "finish",
                 "cancel",
                 "record",
+                "record_pair",
+                "heartbeat",
                 "send",
                 "consume",
                 "suspend",
@@ -551,10 +613,16 @@ class BackendMachine(RuleBasedStateMachine):
             ),
             "mark_progress": lambda: self.mark_progress(run_id=GHOST, shift=0),
             "release": lambda: self.release(run_id=GHOST, shift=0),
-            "finish": lambda: self.finish(run_id=GHOST, shift=0, status=RunStatus.COMPLETED),
+            "finish": lambda: self.finish(
+                run_id=GHOST, shift=0, status=RunStatus.COMPLETED, with_step=True
+            ),
             "cancel": lambda: self.cancel(run_id=GHOST),
             "record": lambda: self.record(
                 run_id=GHOST, shift=0, back=0, status=StepStatus.COMPLETED
+            ),
+            "record_pair": lambda: self.record_pair(run_id=GHOST, shift=0, back=0),
+            "heartbeat": lambda: self.beat(
+                run_id=GHOST, shift=0, back=0, attempt_shift=0, details=None
             ),
             "send": lambda: self.send(run_id=GHOST, name="go", key=None, sender=None),
             "consume": lambda: self.consume(run_id=GHOST, shift=0, name="go", back=0),

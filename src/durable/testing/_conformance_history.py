@@ -126,6 +126,9 @@ def check_finish_run_records_the_last_step(make: MakeBackend) -> None:
         assert list(backend.load_history("run-1")) == [result]
         run = backend.get_run("run-1")
         assert run is not None and run.status is RunStatus.COMPLETED and run.output == b"j0"
+        late = _step("run-1", 1)
+        assert not backend.finish_run("run-1", 1, RunStatus.FAILED, last_step=late)
+        assert list(backend.load_history("run-1")) == [result], "a finished run records nothing"
 
 
 def check_heartbeat_is_fenced_and_reports_cancel(make: MakeBackend) -> None:

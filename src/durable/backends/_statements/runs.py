@@ -103,7 +103,7 @@ class RunStatements(Compiler):
         self.finish_run_recording: Statement | None = None
         if self.postgres:
             step = [self._value(f"step_{c.name}", c) for c in history.c]
-            recorded = self._recording(step, *fenced_unfinished[:2]).cte("recorded")
+            recorded = self._recording(step, *fenced_unfinished).cte("recorded")
             self.finish_run_recording = self._waking_parents(
                 finishing.returning(r.id, r.parent_id), also=recorded
             )
