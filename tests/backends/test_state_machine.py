@@ -795,3 +795,26 @@ def test_create_returns_the_stored_parent_and_priority(
         assert r1 is not None and r2 is not None
         assert (r2.parent, r2.priority) == (None, 0), name
         assert (r1.parent, r1.priority, r1.status) == ("r0", PRIORITY_MAX, RunStatus.RUNNING), name
+
+
+def test_a_pair_over_a_finished_position_is_recorded_step_by_step(
+    open_backends: Callable[[], Backends],
+) -> None:
+    """record_steps where the start's position is already finished: nothing of the pair
+    is written in one go; each step is then recorded alone, and the answers are what
+    `record` gives (SQL used to write the result first and read it back as found)."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(None, None, None), parent_of_r2="r0", queue="default", priority=0
+        ),
+        lambda m: m.record(run_id="r2", shift=0, back=0, status=StepStatus.RETRYING),
+        lambda m: m.record(run_id="r2", shift=0, back=0, status=StepStatus.COMPLETED),
+        lambda m: m.record_pair(run_id="r2", shift=0, back=2),
+    )
+    for name, dump in dumps.items():
+        first, second = dump.history["r2"]
+        assert (first.status, first.input, first.started_at) == (
+            StepStatus.COMPLETED, b"j[3]", 1.0,
+        ), name  # fmt: skip
+        assert (second.status, second.input) == (StepStatus.COMPLETED, b"j[2]"), name

@@ -117,7 +117,20 @@ class HistoryStatements(Compiler):
         `record` on PostgreSQL (each written row returns the cancellation *flag*). Its
         parameters are picked from the two steps' RECORD_ORDER parameters joined
         (`record_pair_picks`). Scalar parameters, not the arrays of `record_many`: psycopg
-        dumps arrays in Python, ~70 us a pair."""
+        dumps arrays in Python, ~70 us a pair.
+
+        All or nothing: if either position is already finished (an earlier attempt of
+        this very write whose acknowledgement was lost), neither is written, and the
+        backend records each alone, as `record` would."""
+        done = history.alias("done")
+        none_finished = ~sa.exists().where(
+            done.c.run_id == bind("run_id_0", history.c.run_id),
+            done.c.position.in_(
+                [bind("position_0", history.c.position), bind("position_1", history.c.position)]
+            ),
+            done.c.status.not_in(UNFINISHED_STEP),
+        )
+        fence = (*fence, none_finished)
         rows = [
             sa.select(*(self._value(f"{c.name}_{i}", c).label(c.name) for c in history.c))
             for i in (0, 1)
