@@ -57,23 +57,5 @@ class TaskLimits:
             )
         return limits
 
-    @property
-    def any(self) -> bool:
-        """Whether there is a limit at all."""
-        return self.timeout is not None or self.heartbeat is not None or self.deadline is not None
-
-    def ends_at(self, attempt_start: float, first_start: float) -> float | None:
-        """When an attempt that began at *attempt_start* must end (the earlier of its
-        timeout and the deadline of all attempts), or None."""
-        ends = [
-            t
-            for t in (
-                None if self.timeout is None else attempt_start + self.timeout,
-                None if self.deadline is None else first_start + self.deadline,
-            )
-            if t is not None
-        ]
-        return min(ends) if ends else None
-
 
 NO_LIMITS = TaskLimits()
