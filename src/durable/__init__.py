@@ -26,6 +26,7 @@ from .errors import (
     SerializationError,
     TaskTimeout,
     WaitTimeout,
+    WorkflowTimeout,
 )
 from .runtime.defaults import configure, get_engine
 from .runtime.engine import Engine
@@ -53,6 +54,7 @@ __all__ = [
     "WaitTimeout",
     "Worker",
     "Workflow",
+    "WorkflowTimeout",
     "cancel",
     "configure",
     "dispatch",

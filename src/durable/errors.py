@@ -20,12 +20,15 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── RunFinished                     an event sent to a run that has finished
     ├── RunDead                         a run given up after its owner died too often
     ├── WaitTimeout (TimeoutError)      a run did not finish within the time waited
+    ├── TaskTimeout (TimeoutError)      a task attempt ran past its timeout or heartbeat
+    ├── WorkflowTimeout (TimeoutError)  a run reached its deadline (status timed_out)
     ├── LeaseLost                       another owner took the run over (fencing)
     ├── StorageError                    the database failed or cannot be reached
     ├── InvalidValue (ValueError)       a value that cannot be stored (a NUL in a name)
     └── NonRetryable                    raise (or subclass) it in a task to skip retries
 
-    Cancelled (BaseException)           raised into a cancelled workflow; not an error
+    Cancelled (BaseException)           raised into a cancelled workflow (or one at its
+                                        deadline: ``timed_out``); not an error
 
 `Cancelled` derives from `BaseException`, like `asyncio.CancelledError`, so that
 `except Exception` in workflow code cannot swallow it by accident. Internal control
@@ -58,6 +61,7 @@ __all__ = [
     "StorageError",
     "TaskTimeout",
     "WaitTimeout",
+    "WorkflowTimeout",
 ]
 
 
@@ -261,19 +265,42 @@ class TaskTimeout(DurableError, TimeoutError):
     seconds: float
 
 
-class Cancelled(BaseException):
-    """Raised into a workflow at its next durable call after `cancel()`.
+class WorkflowTimeout(DurableError, TimeoutError):
+    """The run reached its deadline (``@workflow(timeout=...)``, or ``timeout=`` given to
+    `dispatch` / `execute`) and ended with status ``timed_out``. Raised by
+    ``Handle.result()``, by `execute`, and by waiting for such a run in a workflow.
+    Inside the run itself the deadline arrives as `Cancelled` with ``timed_out`` set.
 
-    Let it propagate: `finally` blocks (which may call tasks) run, and the run ends
-    CANCELLED. A workflow receives it at most once. It is also what waiting for a
-    cancelled run raises.
+    Attributes:
+        run_id: the run.
+        timeout: its time limit in seconds, from its creation.
     """
 
-    def __init__(self, run_id: str = "") -> None:
+    run_id: str
+    timeout: float
+
+
+class Cancelled(BaseException):
+    """Raised into a workflow at its next durable call after `cancel()`, or once its
+    deadline has passed (then ``timed_out`` is True, and the run ends ``timed_out``).
+
+    Let it propagate: `finally` blocks (which may call tasks) run, and the run ends
+    CANCELLED (or TIMED_OUT). A workflow receives it at most once. It is also what
+    waiting for a cancelled run raises.
+    """
+
+    #: True when the run's deadline, not `cancel()`, stopped it.
+    timed_out: bool = False
+
+    def __init__(self, run_id: str = "", *, timed_out: bool = False) -> None:
         super().__init__(run_id)
         self.run_id = run_id
+        if timed_out:
+            self.timed_out = True
 
     def __str__(self) -> str:
+        if self.timed_out:
+            return f"run {self.run_id!r} reached its deadline"
         return f"run {self.run_id!r} was cancelled" if self.run_id else "cancelled"
 
 

@@ -65,6 +65,8 @@ class RunView:
     #: "due", "later", or None without a timer.
     wake: str | None = None
     waiting_on: str | None = None
+    #: the run's timeout: its deadline less its creation (to the millisecond), or None.
+    timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,7 @@ def _run_view(run: Run, now: float) -> RunView:
         finished=run.finished_at is not None,
         wake=wake,
         waiting_on=run.waiting_on,
+        timeout=None if run.deadline_at is None else round(run.deadline_at - run.created_at, 3),
     )
 
 
@@ -372,6 +375,7 @@ class Model:
             recoveries=0,
             cancel=False,
             started=owned,
+            timeout=new.timeout,
         )
         self.runs[new.id] = run
         self.history[new.id] = {}

@@ -210,6 +210,7 @@ class BackendMachine(RuleBasedStateMachine):
         workflow=st.sampled_from(WORKFLOWS),
         same_call=st.booleans(),
         parent=st.none() | runs,
+        timeout=st.none() | st.sampled_from((0.5, 3600.0)),
     )
     def create(
         self,
@@ -221,12 +222,20 @@ class BackendMachine(RuleBasedStateMachine):
         workflow: str,
         same_call: bool,
         parent: str | None,
+        timeout: float | None = None,
     ) -> MultipleResults[str]:
         """create_run: a new id is created (queued or owned), a known id is returned as is,
         with the parent it was stored with whatever parent the call names (the engine
         tells a parent's own child from a foreign run at the child's id by it)."""
         created = self._create(
-            run_id, owner, queue, priority, workflow, same_call=same_call, parent=parent
+            run_id,
+            owner,
+            queue,
+            priority,
+            workflow,
+            same_call=same_call,
+            parent=parent,
+            timeout=timeout,
         )
         return multiple(run_id) if created else multiple()
 
@@ -240,6 +249,7 @@ class BackendMachine(RuleBasedStateMachine):
         *,
         same_call: bool,
         parent: str | None,
+        timeout: float | None = None,
     ) -> bool:
         call = run_id if same_call else "other"
         new = NewRun(
@@ -252,6 +262,7 @@ class BackendMachine(RuleBasedStateMachine):
             parent_id=None if parent == run_id else parent,
             queue=queue,
             priority=priority,
+            timeout=timeout,
         )
         expected = self.model.create(new)
 
@@ -357,6 +368,7 @@ class BackendMachine(RuleBasedStateMachine):
                 RunStatus.FAILED,
                 RunStatus.CANCELLED,
                 RunStatus.DEAD,
+                RunStatus.TIMED_OUT,
                 RunStatus.BLOCKED,
             )
         ),

@@ -41,6 +41,18 @@ def every_kind(i: int, me: str) -> list[object]:
     return [first, note["n"], joined, inline]
 
 
+@workflow(timeout=2)
+def bounded(i: int) -> str:
+    """Stopped by its deadline while it sleeps: position 0 a task, 1 the deadline's
+    marker (where the sleep was), 2 the cleanup task in ``finally``."""
+    try:
+        effect(i, 0)
+        wait(60)
+        return "woke"
+    finally:
+        effect(i, 1)
+
+
 def expected(i: int) -> list[object]:
     """What `every_kind(i, ...)` returns, computed without durable."""
     return [i * 10, i, i * 10 + 5, (i + 1) * 10 + 5]

@@ -23,8 +23,8 @@ import durable
 from durable import RunStatus
 from durable.errors import StorageError
 from durable.testing import arm_fault, disarm_faults
-from tests.chaos.fault_app import every_kind, expected
-from tests.e2e.checker import check
+from tests.chaos.fault_app import bounded, every_kind, expected
+from tests.e2e.checker import check, read_ledger
 from tests.e2e.harness import Children
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
@@ -96,6 +96,55 @@ def test_crash_at_fault_point(
     report = check(children.url, children.ledger, {RUN: expected(7)}, killed=killed)
     assert report.repeated == repeats, report
     assert report.steps == 10
+
+
+#: (point, action, match, nth, cleanup bodies expected): crashes around a run's deadline.
+DEADLINE_CASES = [
+    ("before_checkpoint", "exit", "cancel:durable.timeout", 1, 1),
+    ("checkpoint_lost_ack", "raise", "cancel:durable.timeout", 1, 1),
+    ("before_task", "exit", "task:", 2, 1),
+    ("after_task", "exit", "task:", 2, 2),
+    ("before_complete", "exit", "workflow:", 1, 1),
+]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+@pytest.mark.parametrize(
+    "case", DEADLINE_CASES, ids=[f"{c[0]}-{c[2].split(':')[0]}-{c[3]}" for c in DEADLINE_CASES]
+)
+def test_crash_around_a_deadline(
+    children: Children, url: str, case: tuple[str, str, str, int, int]
+) -> None:
+    """A run stopped by its deadline while it sleeps, with a crash where the deadline is
+    delivered (its marker), in the cleanup task, or before the outcome: the run that
+    takes it over ends TIMED_OUT all the same, the task before the deadline never runs
+    again, and the cleanup runs twice only if the crash fell inside its body."""
+    point, action, match, nth, cleanups = case
+    run_id = "bounded-3"
+    with durable.Engine(url) as engine:
+        engine.dispatch_call(bounded.bind(3), run_id=run_id)
+    fault = json.dumps([{"point": point, "action": action, "match": match, "nth": nth}])
+    first = worker(children, fault)
+    if action == "exit":
+        assert first.wait(60) == 137, f"the fault did not fire:\n{children.log(first)}"
+        second = worker(children)
+        run = finish(url, run_id)
+        stop(children, second)
+    else:
+        run = finish(url, run_id)
+        stop(children, first)
+    assert f"fault injected: {point}" in children.log(first), "the fault never fired"
+    assert run.status is RunStatus.TIMED_OUT, run
+    bodies = [entry.position for entry in read_ledger(children.ledger) if entry.run_id == run_id]
+    assert bodies.count(0) == 1, bodies  # committed before the deadline: never again
+    assert bodies.count(2) == cleanups, bodies
+    with durable.Engine(url) as engine:
+        history = engine.backend.load_history(run_id)
+    assert [(step.position, step.name) for step in history] == [
+        (0, "tests.chaos.fault_app.effect"),
+        (1, "durable.timeout"),
+        (2, "tests.chaos.fault_app.effect"),
+    ]
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)

@@ -52,6 +52,7 @@ REFS_ADDED = {
     "RunInfo": "durable._records:RunInfo",
     "TaskTimeout": "durable.errors:TaskTimeout",
     "WaitTimeout": "durable.errors:WaitTimeout",
+    "WorkflowTimeout": "durable.errors:WorkflowTimeout",
 }
 
 

@@ -65,9 +65,15 @@ class Task(Routed[P, R_co]):
 @overload
 def workflow(fn: Callable[P, R], /) -> Workflow[P, R]: ...
 @overload
-def workflow(*, name: str | None = None) -> Callable[[Callable[P, R]], Workflow[P, R]]: ...
 def workflow(
-    fn: Callable[P, R] | None = None, /, *, name: str | None = None
+    *, name: str | None = None, timeout: timedelta | float | None = None
+) -> Callable[[Callable[P, R]], Workflow[P, R]]: ...
+def workflow(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    timeout: timedelta | float | None = None,
 ) -> Workflow[P, R] | Callable[[Callable[P, R]], Workflow[P, R]]:
     """Make *fn* a durable workflow.
 
@@ -79,10 +85,21 @@ def workflow(
         fn: the function (when used bare, as ``@workflow``).
         name: the stored name; defaults to ``module.qualname``. Stored runs find their
             code by this name, so keep it stable across deploys.
+        timeout: how long each run may take from its creation (a timedelta or
+            seconds), across restarts and waits; ``timeout=`` given to `dispatch` or
+            `execute` overrides it per run. At the deadline the workflow sees
+            `Cancelled` (``timed_out``) at its next durable call (a wait in progress
+            ends then), its ``finally`` blocks run, its unfinished children are
+            cancelled, and the run ends ``timed_out``: ``result()`` raises
+            `WorkflowTimeout`.
+
+    Raises:
+        ConfigurationError: *timeout* is not a positive duration.
     """
+    limits = TaskLimits.of(timeout, None, None, decorator="workflow")
     if fn is not None:
-        return Workflow(fn, name=name)
-    return lambda f: Workflow(f, name=name)
+        return Workflow(fn, name=name, limits=limits)
+    return lambda f: Workflow(f, name=name, limits=limits)
 
 
 @overload

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar, overload
 
@@ -16,6 +17,8 @@ from durable.runtime.engine import Engine
 from durable.runtime.loops import run_coroutine
 
 T = TypeVar("T")
+#: a run's timeout as users give it.
+Duration = dt.timedelta | float | None
 T1 = TypeVar("T1")
 T2 = TypeVar("T2")
 T3 = TypeVar("T3")
@@ -23,12 +26,25 @@ T3 = TypeVar("T3")
 
 def _calls(
     verb: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[list[Call[Any]], bool, str | None]:
+) -> tuple[list[Call[Any]], bool, dict[str, Any]]:
     """Normalize execute's arguments: one durable function with arguments, or calls;
-    and the run's id (`run_options.take` refuses a keyword that could be either)."""
-    run_id: str | None = run_options.take(verb, target, kwargs).get("id")
+    and the run's options, id and timeout (`run_options.take` refuses a keyword that
+    could be either)."""
+    options = run_options.take(verb, target, kwargs)
     bound, single = _bound(target, args, kwargs)
-    return bound, single, run_id
+    given = ", ".join(f"{name}=" for name in options)
+    if options and isinstance(current.get(), RunContext):
+        raise TypeError(
+            f"{verb}() inside a workflow takes no run options ({given}): a "
+            "child's id is derived from its position, and its deadline is its workflow's "
+            "@workflow(timeout=...); for another deadline, dispatch(..., timeout=...) the "
+            "child and wait() for its handle."
+        )
+    if options and not single:
+        raise TypeError(
+            f"{verb}() options ({given}) name one run; they cannot be combined with several calls."
+        )
+    return bound, single, options
 
 
 def _bound(
@@ -58,14 +74,24 @@ def execute(
     /,
     *args: Any,
     id: str | None = None,
+    timeout: Duration = None,
     **kwargs: Any,
 ) -> T: ...
 @overload
-def execute(target: Durable[..., T], /, *args: Any, id: str | None = None, **kwargs: Any) -> T: ...
+def execute(
+    target: Durable[..., T],
+    /,
+    *args: Any,
+    id: str | None = None,
+    timeout: Duration = None,
+    **kwargs: Any,
+) -> T: ...
 @overload
-def execute(target: Call[Coroutine[Any, Any, T]], /, *, id: str | None = None) -> T: ...
+def execute(
+    target: Call[Coroutine[Any, Any, T]], /, *, id: str | None = None, timeout: Duration = None
+) -> T: ...
 @overload
-def execute(target: Call[T], /, *, id: str | None = None) -> T: ...
+def execute(target: Call[T], /, *, id: str | None = None, timeout: Duration = None) -> T: ...
 @overload
 def execute(c1: Call[T1], c2: Call[T2], /) -> tuple[T1, T2]: ...
 @overload
@@ -88,36 +114,39 @@ def execute(target: Any, /, *args: Any, **kwargs: Any) -> Any:
         *args: the function's arguments, or further bound calls.
         id: the run's id (application code only). Executing again with the same id and
             the same call returns the stored result, or resumes the unfinished run.
+        timeout: the run's deadline from now (a timedelta or seconds; application code
+            only), instead of its workflow's ``@workflow(timeout=...)``. At the deadline
+            the workflow sees `Cancelled` (``timed_out``) at its next durable call, its
+            ``finally`` blocks run, and this raises `WorkflowTimeout`.
         **kwargs: the function's keyword arguments.
 
-    ``id`` is the run's option; every other keyword goes to the function. If the
-    function has a parameter named ``id``, the flat form cannot say which is meant and
-    raises TypeError: bind the arguments, ``execute(fn.bind(id=...), id="run-1")``.
+    ``id`` and ``timeout`` are the run's options; every other keyword goes to the
+    function. If the function has a parameter of one of those names, the flat form
+    cannot say which is meant and raises TypeError: bind the arguments,
+    ``execute(fn.bind(id=...), id="run-1")``.
 
     Raises:
         TypeError: the arguments do not fit the signature, or a keyword is both a
             parameter of the function and a run option; nothing was written.
+        ValueError: *timeout* is not a positive duration; nothing was written.
+        WorkflowTimeout: the run reached its deadline.
         SerializationError: an argument cannot be stored; nothing was written.
         IdempotencyConflict: *id* belongs to a run of another call.
         NondeterminismError: the run's history no longer matches the code.
         Exception: whatever the workflow or task raised, of its original type.
     """
-    bound, single, id = _calls("execute", target, args, kwargs)
+    bound, single, options = _calls("execute", target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
-        if id is not None:
-            raise TypeError(
-                "id= is for application code; inside a workflow, child ids are derived."
-            )
         if single:
             result = calls.run_call(context, bound[0])
             return run_coroutine(result) if bound[0].target.is_async else result
         return tuple(calls.parallel(context, bound))
     engine = get_engine()
     if single:
-        return engine.execute_call(bound[0], run_id=id)
-    if id is not None:
-        raise TypeError("id= names one run; it cannot be combined with several calls.")
+        return engine.execute_call(
+            bound[0], run_id=options.get("id"), timeout=options.get("timeout")
+        )
     futures = [engine.branches.submit(_top_level(engine, call)) for call in bound]
     return tuple(future.result() for future in futures)
 
@@ -132,16 +161,26 @@ async def execute_async(
     /,
     *args: Any,
     id: str | None = None,
+    timeout: Duration = None,
     **kwargs: Any,
 ) -> T: ...
 @overload
 async def execute_async(
-    target: Durable[..., T], /, *args: Any, id: str | None = None, **kwargs: Any
+    target: Durable[..., T],
+    /,
+    *args: Any,
+    id: str | None = None,
+    timeout: Duration = None,
+    **kwargs: Any,
 ) -> T: ...
 @overload
-async def execute_async(target: Call[Coroutine[Any, Any, T]], /, *, id: str | None = None) -> T: ...
+async def execute_async(
+    target: Call[Coroutine[Any, Any, T]], /, *, id: str | None = None, timeout: Duration = None
+) -> T: ...
 @overload
-async def execute_async(target: Call[T], /, *, id: str | None = None) -> T: ...
+async def execute_async(
+    target: Call[T], /, *, id: str | None = None, timeout: Duration = None
+) -> T: ...
 @overload
 async def execute_async(c1: Call[T1], c2: Call[T2], /) -> tuple[T1, T2]: ...
 @overload
@@ -151,25 +190,21 @@ async def execute_async(c1: Call[Any], c2: Call[Any], /, *calls: Call[Any]) -> t
 async def execute_async(target: Any, /, *args: Any, **kwargs: Any) -> Any:
     """`execute` for async code: awaitable, runs async workflows and tasks on this loop.
 
-    Takes what `execute` takes, ``id=`` included, with the same rule: if the function
-    has a parameter named ``id``, say which is meant with
+    Takes what `execute` takes, ``id=`` and ``timeout=`` included, with the same rule:
+    if the function has a parameter of one of those names, say which is meant with
     ``execute_async(fn.bind(id=...), id="run-1")``.
     """
-    bound, single, id = _calls("execute_async", target, args, kwargs)
+    bound, single, options = _calls("execute_async", target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
-        if id is not None:
-            raise TypeError(
-                "id= is for application code; inside a workflow, child ids are derived."
-            )
         if single:
             return await calls.step_async(context, context.allocate(), bound[0])
         return tuple(await calls.parallel_async(context, bound))
     engine = get_engine()
     if single:
-        return await engine.execute_call_async(bound[0], run_id=id)
-    if id is not None:
-        raise TypeError("id= names one run; it cannot be combined with several calls.")
+        return await engine.execute_call_async(
+            bound[0], run_id=options.get("id"), timeout=options.get("timeout")
+        )
     return tuple(await asyncio.gather(*(engine.execute_call_async(c) for c in bound)))
 
 

@@ -71,7 +71,13 @@ class Handle(Generic[R]):
 
 @overload
 def dispatch(
-    target: Call[R], /, *, id: str | None = None, queue: str = "default", priority: int = 0
+    target: Call[R],
+    /,
+    *,
+    id: str | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    timeout: dt.timedelta | float | None = None,
 ) -> Handle[R]: ...
 @overload
 def dispatch(
@@ -81,13 +87,14 @@ def dispatch(
     id: str | None = None,
     queue: str = "default",
     priority: int = 0,
+    timeout: dt.timedelta | float | None = None,
     **kwargs: Any,
 ) -> Handle[R]: ...
 def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
     """Start a workflow or task in the background and return a `Handle` to it.
 
-    ``dispatch(fn, *args, id=None, queue="default", priority=0, **kwargs)``, or
-    ``dispatch(fn.bind(*args, **kwargs), id=..., queue=..., priority=...)``.
+    ``dispatch(fn, *args, id=None, queue="default", priority=0, timeout=None, **kwargs)``,
+    or ``dispatch(fn.bind(*args, **kwargs), id=..., queue=..., priority=..., timeout=...)``.
 
     In application code the run is stored QUEUED (committed before this returns) for a
     worker serving *queue*; workers take higher *priority* first, then older runs.
@@ -95,7 +102,12 @@ def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
     handle. Inside a workflow the dispatch is recorded at its position, and the child's
     id is derived from the parent's, so replay finds the same child.
 
-    *id*, *queue* and *priority* are the run's options; every other keyword goes to
+    *timeout* (a timedelta or seconds) is the run's deadline from now, instead of its
+    workflow's ``@workflow(timeout=...)``: at the deadline the run is stopped (its code
+    sees `Cancelled` with ``timed_out``, its ``finally`` blocks run, its children are
+    cancelled) and ends ``timed_out``; ``result()`` raises `WorkflowTimeout`.
+
+    *id*, *queue*, *priority* and *timeout* are the run's options; every other keyword goes to
     *fn*. If *fn* has a parameter named like an option, the flat form cannot say which
     is meant and raises TypeError: bind the arguments, ``dispatch(fn.bind(id=...),
     id="run-1")``.
@@ -103,33 +115,40 @@ def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
     Raises:
         TypeError: the arguments do not fit the signature, or a keyword is both a
             parameter of *fn* and a run option; nothing was written.
+        ValueError: *timeout* is not a positive duration; nothing was written.
         IdempotencyConflict: *id* belongs to a run of another call.
         SerializationError: an argument cannot be stored; nothing was written.
         InvalidValue: *id* or *queue* holds a NUL character or a lone surrogate.
     """
-    call, id, queue, priority = dispatch_parts(target, args, kwargs)
+    call, id, queue, priority, timeout = dispatch_parts(target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
         if id is not None:
             raise TypeError(
                 "id= is for application code; inside a workflow, child ids are derived."
             )
-        return Handle(
-            context.host, children.dispatch(context, call, queue=queue, priority=priority)
-        )
+        child = children.dispatch(context, call, queue=queue, priority=priority, timeout=timeout)
+        return Handle(context.host, child)
     engine = get_engine()
-    run = engine.dispatch_call(call, run_id=id, queue=queue, priority=priority)
+    run = engine.dispatch_call(call, run_id=id, queue=queue, priority=priority, timeout=timeout)
     return Handle(engine, run.id)
 
 
 def dispatch_parts(
     target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], called: str = "dispatch"
-) -> tuple[Call[Any], str | None, str, int]:
+) -> tuple[Call[Any], str | None, str, int, Any]:
     """Split dispatch's arguments (consumes *kwargs*) into the call and the run's id,
-    queue and priority (`run_options.take` refuses a keyword that could be either)."""
+    queue, priority and timeout (`run_options.take` refuses a keyword that could be
+    either)."""
     options = run_options.take("dispatch", target, kwargs, called=called)
     call = _one_call(target, args, kwargs)
-    return call, options.get("id"), options.get("queue", "default"), options.get("priority", 0)
+    return (
+        call,
+        options.get("id"),
+        options.get("queue", "default"),
+        options.get("priority", 0),
+        options.get("timeout"),
+    )
 
 
 def _one_call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call[Any]:

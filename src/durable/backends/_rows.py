@@ -40,6 +40,7 @@ def run(row: Sequence[Any]) -> Run:
         cancel_requested=bool(row[18]),
         wake_at=row[19],
         waiting_on=row[20],
+        deadline_at=row[21],
     )
 
 

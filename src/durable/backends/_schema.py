@@ -48,6 +48,8 @@ runs = sa.Table(
     # Added in version 3 (time and events):
     sa.Column("wake_at", sa.Double),
     sa.Column("waiting_on", sa.Text),
+    # Added in version 8: when the run must have ended (its timeout after creation).
+    sa.Column("deadline_at", sa.Double),
     # recover() and the lease sweep look for RUNNING runs by lease expiry.
     sa.Index("durable_runs_status_lease", "status", "lease_until"),
     sa.Index("durable_runs_created", "created_at"),
@@ -204,7 +206,7 @@ _workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.crea
 _events_run_index = sa.Index("durable_events_run", events.c.run_id)
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 Execute = Callable[[str], None]
 
@@ -265,6 +267,12 @@ def _v6_to_v7(dialect: sa.Dialect, execute: Execute) -> None:
         execute(f"ALTER TABLE durable_history ADD COLUMN {column}")
 
 
+def _v7_to_v8(dialect: sa.Dialect, execute: Execute) -> None:
+    """Run deadlines: when a run must have ended."""
+    column = CreateColumn(runs.c.deadline_at).compile(dialect=dialect)
+    execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -273,6 +281,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

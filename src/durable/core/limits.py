@@ -1,4 +1,5 @@
-"""How long a task's attempts may take: `timeout`, `heartbeat` and `deadline`.
+"""How long a task's attempts may take: `timeout`, `heartbeat` and `deadline`; and how
+long a workflow's run may take (its `timeout`, from its creation).
 
 Given on ``@task(timeout=..., heartbeat=..., deadline=...)`` as timedeltas or seconds,
 checked where they are given, so a mistake is a clear error at import time and never
@@ -28,8 +29,11 @@ class TaskLimits:
     deadline: float | None = None
 
     @classmethod
-    def of(cls, timeout: object, heartbeat: object, deadline: object) -> TaskLimits:
-        """Check the decorator's arguments (timedeltas or seconds, or None).
+    def of(
+        cls, timeout: object, heartbeat: object, deadline: object, *, decorator: str = "task"
+    ) -> TaskLimits:
+        """Check the decorator's arguments (timedeltas or seconds, or None); a workflow
+        (*decorator* ``"workflow"``) has a timeout only.
 
         Raises:
             ConfigurationError: one is not a positive duration, or ``heartbeat`` is
@@ -38,12 +42,12 @@ class TaskLimits:
         values = {}
         for name, value in (("timeout", timeout), ("heartbeat", heartbeat), ("deadline", deadline)):
             try:
-                total = seconds(value, f"@task({name}=...)")
+                total = seconds(value, f"@{decorator}({name}=...)")
             except (TypeError, ValueError) as error:
                 raise ConfigurationError(str(error)) from None
             if total is not None and total <= 0:
                 raise ConfigurationError(
-                    f"@task({name}=...) must be a positive duration, got {value!r}. "
+                    f"@{decorator}({name}=...) must be a positive duration, got {value!r}. "
                     f"Pass a timedelta or a number of seconds above 0, or None for no {name}."
                 )
             values[name] = total

@@ -30,6 +30,8 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     #: given up: its owner died `max_recoveries` times while running it.
     DEAD = "dead"
+    #: stopped at its deadline (its ``timeout``): ended by `Cancelled` with ``timed_out``.
+    TIMED_OUT = "timed_out"
 
     @property
     def finished(self) -> bool:
@@ -37,7 +39,15 @@ class RunStatus(StrEnum):
         return self in _FINISHED
 
 
-_FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.DEAD})
+_FINISHED = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.DEAD,
+        RunStatus.TIMED_OUT,
+    }
+)
 
 
 class StepStatus(StrEnum):
@@ -97,6 +107,8 @@ class NewRun:
     parent_id: str | None = None
     queue: str = "default"
     priority: int = 0
+    #: seconds the run may take from its creation (its deadline), or None: no deadline.
+    timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +138,8 @@ class Run:
     wake_at: float | None = None
     #: what a WAITING run waits for: ``event:<name>`` or ``run:<id>`` (None: a timer).
     waiting_on: str | None = None
+    #: when the run must have ended: its ``timeout`` after ``created_at``.
+    deadline_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,5 +1,5 @@
 """The options of a run as users give them, checked at the call: its id, its queue,
-its priority. Which keywords of each verb are options rather than the function's own
+its priority, its timeout. Which keywords of each verb are options rather than the function's own
 arguments (`VERB_OPTIONS`, `take`). And the order a worker starts a claimed batch in,
 which no stored row can break.
 
@@ -16,6 +16,7 @@ import re
 import reprlib
 from typing import Any
 
+from .durations import seconds
 from .functions import Durable
 from .text import check_text
 
@@ -30,9 +31,9 @@ PRIORITY_MAX = 2**31 - 1
 #: that name (`take`). A verb that gains an option adds it here (a test compares this
 #: table with the verbs' signatures).
 VERB_OPTIONS: dict[str, tuple[str, ...]] = {
-    "dispatch": ("id", "queue", "priority"),
-    "execute": ("id",),
-    "execute_async": ("id",),
+    "dispatch": ("id", "queue", "priority", "timeout"),
+    "execute": ("id", "timeout"),
+    "execute_async": ("id", "timeout"),
 }
 
 _KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -107,6 +108,23 @@ def check_priority(priority: object) -> int:
             f"32-bit integer), not {priority}."
         )
     return priority
+
+
+def check_timeout(timeout: object) -> float | None:
+    """*timeout* (a timedelta or seconds, or None) in seconds, checked to be a positive
+    duration: the time a run may take from its creation.
+
+    Raises:
+        TypeError: it is neither a timedelta nor a number.
+        ValueError: it is not above 0, not finite, or beyond durable's 100-year horizon.
+    """
+    total = seconds(timeout, "A run's timeout")
+    if total is not None and total <= 0:
+        raise ValueError(
+            f"A run's timeout must be a positive duration, got {timeout!r}. Pass a "
+            "timedelta or a number of seconds above 0, or None for no deadline."
+        )
+    return total
 
 
 def take(

@@ -7,8 +7,9 @@ interval (a third of the task's ``heartbeat``, or `INTERVAL` for a task that dec
 none), never once per call. A write stores the latest details and the time, fenced by
 the run's epoch and the attempt's number, and brings back the run's cancel request:
 
-* cancelled: the call raises `Cancelled` (the body may clean up, and should let it
-  propagate); the task's position records the cancellation, so replay raises it there;
+* cancelled, or past the run's deadline: the call raises `Cancelled` (``timed_out`` for
+  the deadline; the body may clean up, and should let it propagate); the task's
+  position records it, so replay raises it there;
 * fenced (another owner took the run over): the call raises `LeaseLost`, and nothing
   this attempt does is recorded;
 * past the attempt's end (``timeout``, or ``deadline`` for all attempts), or later
@@ -16,7 +17,8 @@ the run's epoch and the attempt's number, and brings back the run's cancel reque
 
 A sync body cannot be stopped from outside in Python: one that runs past its end
 without calling heartbeat is found late when it returns (`Activity.late`), its result
-dropped and the attempt recorded as timed out. An async body is cancelled at the end.
+dropped and the attempt recorded as timed out. An async body is cancelled at the end,
+or at the run's deadline if that comes first (`Activity.expired`).
 """
 
 from __future__ import annotations
@@ -56,12 +58,17 @@ class Activity:
 
     __slots__ = (
         "_backend", "_clock", "_dirty", "_due", "_gap", "_interval", "_last", "_latest",
-        "_limits", "attempt", "ends_at", "epoch", "limit", "position", "previous", "run_id", "task",
+        "_limits", "attempt", "ends_at", "epoch", "limit", "position", "previous", "run_deadline",
+        "run_id", "task",
     )  # fmt: skip
 
-    def __init__(self, host: Host, run_id: str, epoch: int, pending: Pending) -> None:
+    def __init__(
+        self, host: Host, run_id: str, epoch: int, pending: Pending, run_deadline: float | None
+    ) -> None:
         self._backend, self._clock = host.backend, host.clock
         self.run_id, self.epoch = run_id, epoch
+        #: when the run must have ended (its deadline, not delivered yet), or None.
+        self.run_deadline = run_deadline
         self.position, self.attempt = pending.position, pending.attempt
         self.task = pending.call.target.name
         self._limits = limits = pending.call.target.limits
@@ -86,6 +93,8 @@ class Activity:
     def beat(self, details: Any) -> None:
         """`durable.heartbeat(details)`: see the module docstring."""
         now = self._clock.now()
+        if self.run_deadline is not None and now >= self.run_deadline:
+            raise Cancelled(self.run_id, timed_out=True)
         if self.ends_at is not None and now >= self.ends_at:
             raise self.timeout(self.limit)
         if self._gap is not None and now - self._last > self._gap:
@@ -123,8 +132,21 @@ class Activity:
         return None
 
     def remaining(self) -> float | None:
-        """Seconds left before this attempt must end (an async body is cancelled then)."""
-        return None if self.ends_at is None else max(0.0, self.ends_at - self._clock.now())
+        """Seconds left before this attempt must end, at its own limit or at the run's
+        deadline (an async body is cancelled then)."""
+        ends = self.ends_at
+        deadline = self.run_deadline
+        if deadline is not None and (ends is None or deadline < ends):
+            ends = deadline
+        return None if ends is None else max(0.0, ends - self._clock.now())
+
+    def expired(self) -> BaseException:
+        """What an async body cancelled at the end of `remaining` raises: `Cancelled`
+        for the run's deadline, else the attempt's `TaskTimeout`."""
+        deadline, ends = self.run_deadline, self.ends_at
+        if deadline is not None and (ends is None or deadline <= ends):
+            return Cancelled(self.run_id, timed_out=True)
+        return self.timeout(self.limit)
 
     def timeout(self, limit: str) -> TaskTimeout:
         """The `TaskTimeout` of this attempt for *limit*."""

@@ -18,7 +18,7 @@ from durable.core.functions import Call
 from durable.core.hashing import call_hash
 from durable.core.records import Step, StepKind, StepStatus
 from durable.core.replay import describe
-from durable.core.run_options import check_priority, check_queue
+from durable.core.run_options import check_priority, check_queue, check_timeout
 from durable.errors import (
     Cancelled,
     IdempotencyConflict,
@@ -90,7 +90,7 @@ def _child_failed(context: RunContext, pending: Pending, error: BaseException) -
             return
         raise _changed_under(context, pending) from None
     if isinstance(error, Cancelled):
-        context.cancel_delivered = True  # a Cancelled reached this workflow: that was it
+        context.interrupts.caught(error)  # a Cancelled reached this workflow: that was it
     context.failed(pending, error)
 
 
@@ -115,15 +115,21 @@ def _changed_under(context: RunContext, pending: Pending) -> BaseException:
     return context.poison(context.replay.divergence(pending.position, recorded, current))
 
 
-def dispatch(context: RunContext, call: Call[Any], *, queue: str, priority: int) -> str:
+def dispatch(
+    context: RunContext, call: Call[Any], *, queue: str, priority: int, timeout: object = None
+) -> str:
     """Start *call* as a queued child run; record and return its id.
 
+    *timeout* sets the child's deadline when it is created; it is not part of the
+    recorded call (changing it does not change which call this is).
+
     Raises:
-        TypeError, ValueError: *queue* or *priority* is not one a run can have;
-            nothing was recorded.
+        TypeError, ValueError: *queue*, *priority* or *timeout* is not one a run can
+            have; nothing was recorded.
     """
     check_queue(queue)
     check_priority(priority)
+    check_timeout(timeout)
     position = context.allocate()
     target = call.target
     digest = call_hash(
@@ -140,7 +146,14 @@ def dispatch(context: RunContext, call: Call[Any], *, queue: str, priority: int)
     faults.hit("before_checkpoint", f"dispatch:{target.name}")
     try:
         runs.create(
-            context.host, call, run_id, context.run_id, owner=None, queue=queue, priority=priority
+            context.host,
+            call,
+            run_id,
+            context.run_id,
+            owner=None,
+            queue=queue,
+            priority=priority,
+            timeout=timeout,
         )
     except IdempotencyConflict as error:
         if _foreign(context, pending):

@@ -16,11 +16,12 @@ Some conditions end an execution early, whatever the workflow code does:
 * a wait that is not over: `Suspend` (a BaseException) unwinds the workflow, and the
   run is stored WAITING until the wait is over; then it is replayed up to that wait.
 
-A cancellation request is delivered once, as `Cancelled`: by the durable call that was
-in flight when it arrived, once that call's outcome is recorded (`returned`), or else
-at the next durable call that has no outcome yet (a new call, or a wait or retry in
-progress). The delivery point is recorded, so replay raises it at the same place; the
-calls made after it (in ``finally``, in ``except Cancelled``) run normally.
+A cancellation request, or the run's deadline, is delivered once, as `Cancelled`: by
+the durable call that was in flight when it arrived, once that call's outcome is
+recorded (`returned`), or else at the next durable call that has no outcome yet (a new
+call, or a wait or retry in progress). The delivery point is recorded, so replay raises
+it at the same place; the calls made after it (in ``finally``, in ``except Cancelled``)
+run normally (see `interrupts.py`).
 """
 
 from __future__ import annotations
@@ -47,18 +48,11 @@ from durable.errors import (
 
 from .activity import TaskScope
 from .host import Host
+from .interrupts import ON_RETURN, Interrupts
 from .loops import in_event_loop
 from .pending import UNSET, Pending
 from .stops import Abandoned, Suspend
 from .turns import Turns
-
-#: the marker of a cancellation raised by a call that had no outcome yet (in its place).
-_CANCEL = "durable.cancel"
-#: ... and of one raised by a finished call as it returned (the position after it).
-_CANCEL_RETURN = "durable.cancel.on-return"
-_CANCEL_HASH = call_hash(StepKind.CANCEL, _CANCEL, {})
-_CANCEL_RETURN_HASH = call_hash(StepKind.CANCEL, _CANCEL_RETURN, {})
-
 
 #: Where am I? The live run (inside a workflow body), a task scope (inside a task body,
 #: where calls are plain again), or nothing (application code).
@@ -86,8 +80,8 @@ class RunContext:
         self.replay = Replay(run.id, history)
         #: the divergence, unreadable row or abandonment that ends this execution.
         self.fatal: BaseException | None = None
-        self.cancel_requested = run.cancel_requested
-        self.cancel_delivered = False
+        #: its cancel request and deadline, and whether one was delivered.
+        self.interrupts = Interrupts(run, host.clock)
         #: the order in which async durable calls hand their outcomes back.
         self.turns = Turns()
         #: called with the position of a durable call that has no recorded outcome, before
@@ -117,10 +111,10 @@ class RunContext:
         first = self.replay.allocate(count)
         recorded = self.replay.recorded(first)
         if recorded is not None and recorded.kind is StepKind.CANCEL:
-            raise self._cancelled(None)
+            raise self.interrupts.replayed(recorded)
         unfinished = recorded is None or not recorded.status.finished
-        if unfinished and self.cancel_requested and not self.cancel_delivered:
-            raise self._cancelled(self._marker(first, _CANCEL, _CANCEL_HASH))
+        if unfinished and self.interrupts.due():
+            raise self.stop_at(first)
         return first
 
     def returned(self) -> None:
@@ -128,33 +122,25 @@ class RunContext:
         that arrived while it was in flight is raised here, where the workflow can still
         react to it (its ``finally`` blocks, its ``except Cancelled``), rather than at
         whatever durable call comes next, which may be the cleanup itself."""
-        if self.cancel_delivered or self.fatal is not None:
+        if self.interrupts.delivered or self.fatal is not None:
             return
         position = self.replay.next_position
         recorded = self.replay.recorded(position)
         # A start there (its body never ran, or its process died) is no outcome yet.
         if recorded is None or recorded.status is StepStatus.RUNNING:
-            if self.cancel_requested:
+            if self.interrupts.due():
                 self.replay.allocate()
-                raise self._cancelled(self._marker(position, _CANCEL_RETURN, _CANCEL_RETURN_HASH))
-        elif recorded.kind is StepKind.CANCEL and recorded.name == _CANCEL_RETURN:
+                raise self.stop_at(position, on_return=True)
+        elif recorded.kind is StepKind.CANCEL and recorded.name in ON_RETURN:
             self.replay.allocate()
-            raise self._cancelled(None)
+            raise self.interrupts.replayed(recorded)
 
-    def _marker(self, position: int, name: str, digest: str) -> Step:
-        now = self.host.clock.now()
-        return Step(
-            run_id=self.run_id, position=position, kind=StepKind.CANCEL, name=name,
-            call_hash=digest, status=StepStatus.COMPLETED, output=b"jnull", started_at=now,
-            finished_at=now, epoch=self.epoch,
-        )  # fmt: skip
-
-    def _cancelled(self, marker: Step | None) -> Cancelled:
-        """Deliver the cancellation (recording *marker*, when it is new); return it."""
-        self.cancel_delivered = True
-        if marker is not None:
-            self.record(marker)
-        return Cancelled(self.run_id)
+    def stop_at(self, position: int, *, on_return: bool = False) -> Cancelled:
+        """Deliver the due cancellation or deadline at *position* (recording where);
+        return the `Cancelled` to raise."""
+        marker, cancelled = self.interrupts.deliver(position, self.epoch, on_return=on_return)
+        self.record(marker)
+        return cancelled
 
     def check(self) -> None:
         """Raise the fatal condition, if any: once set, no durable call may proceed."""
@@ -172,7 +158,9 @@ class RunContext:
     # -- waiting -----------------------------------------------------------------------
 
     def suspend(self, wake_at: float | None, waiting_on: str | None) -> BaseException:
-        """This run must wait (see `Suspend`); return what to raise now."""
+        """This run must wait (see `Suspend`), at most until its deadline; return what to
+        raise now."""
+        wake_at = self.interrupts.cap(wake_at)
         self.progressed()  # a wait reached: waiting cannot be what kills this process
         fatal = self.fatal
         if isinstance(fatal, Suspend):
@@ -183,22 +171,22 @@ class RunContext:
         self.fatal = Suspend(wake_at, waiting_on)
         return self.fatal
 
-    def hold(self, wake_at: float) -> None:
+    def hold(self, wake_at: float, position: int) -> None:
         """Return once *wake_at* (engine clock) has come: at once if it has; after
         sleeping here if it is at most `Engine.max_inline_wait` away; otherwise by
-        suspending the run, which replays up to this point once it is due."""
+        suspending the run, which replays up to this point once it is due. If the
+        run's deadline comes first, it is delivered here, at the waiting *position*."""
         clock = self.host.clock
-        left = wake_at - clock.now()
-        if left <= 0:
-            return
-        if left <= self.host.max_inline_wait and not in_event_loop():
+        until = self.interrupts.until(wake_at)
+        left = until - clock.now()
+        if 0 < left <= self.host.max_inline_wait and not in_event_loop():
             clock.sleep(left)
-            if isinstance(clock, SystemClock):
-                return
             # A test clock may not have moved as far as asked: check again.
-            if clock.now() >= wake_at:
-                return
-        raise self.suspend(wake_at, None)
+            left = 0 if isinstance(clock, SystemClock) else until - clock.now()
+        if left > 0:
+            raise self.suspend(wake_at, None)
+        if until < wake_at:
+            raise self.stop_at(position)
 
     # -- one position ------------------------------------------------------------------
 
@@ -230,7 +218,7 @@ class RunContext:
         except PayloadError as bad:
             raise self.poison(bad) from None
         if isinstance(error, Cancelled):
-            self.cancel_delivered = True  # a Cancelled reached this workflow: that was it
+            self.interrupts.caught(error)  # a Cancelled reached this workflow: that was it
         raise error
 
     def record_value(self, kind: StepKind, name: str, produce: Callable[[], Any]) -> Any:
@@ -331,11 +319,12 @@ class RunContext:
         """Record *error* as the outcome of *pending*."""
         self.record(self.step_for(pending, StepStatus.FAILED, error=self.host.dump_error(error)))
 
-    def interrupted(self, pending: Pending) -> Cancelled:
-        """The task body at *pending* stopped at its run's cancellation (its heartbeat
-        saw it): that is the position's outcome, so replay raises it there again."""
-        self.cancel_requested = self.cancel_delivered = True
-        cancelled = Cancelled(self.run_id)
+    def interrupted(self, pending: Pending, error: Cancelled) -> Cancelled:
+        """The task body at *pending* stopped at its run's cancellation or deadline (its
+        heartbeat saw it, or its async body was cancelled): that is the position's
+        outcome, so replay raises it there again."""
+        cancelled = Cancelled(self.run_id, timed_out=error.timed_out)
+        self.interrupts.caught(cancelled)
         self.failed(pending, cancelled)
         return cancelled
 
@@ -367,7 +356,7 @@ class RunContext:
                     # Cancelled while the last task ran: it must be delivered where that
                     # task returned, and the workflow code has gone past it. That code is
                     # deterministic: replay it (the run is queued again at once).
-                    self.cancel_requested = True
+                    self.interrupts.requested = True
                     raise self.suspend(self.host.clock.now(), None)
                 stored = both[1]
         except (LeaseLost, StorageError) as error:
@@ -377,7 +366,8 @@ class RunContext:
                 f"Run {self.run_id!r} cannot record {step.kind.value} {step.name!r} at position "
                 f"{step.position}: {error}"
             ) from None
-        self.cancel_requested = self.cancel_requested or cancel
+        if cancel:
+            self.interrupts.requested = True
         self.replay.remember(stored)
         # A task's start is no progress (a task that kills its process every time
         # starts again and again); the result that came with it is.

@@ -66,13 +66,17 @@ class Engine(Host):
         run_id: str | None = None,
         parent_id: str | None = None,
         queue: str = "default",
+        timeout: object = None,
     ) -> Any:
         """Run *call* durably as its own run, in this thread, and return its outcome.
 
         With a *run_id* that exists already, the stored run is joined: its recorded
         outcome is returned, or it is resumed (or awaited, if a live owner has it).
+        *timeout*: the run's deadline from now (see `runs.create`).
         """
-        run, created = runs.create(self, call, run_id, parent_id, owner=self.owner, queue=queue)
+        run, created = runs.create(
+            self, call, run_id, parent_id, owner=self.owner, queue=queue, timeout=timeout
+        )
         if not created:
             return joining.join(self, run, call.target)
         value = runs.execute(self, run, call, replay=False)
@@ -87,6 +91,7 @@ class Engine(Host):
         run_id: str | None = None,
         parent_id: str | None = None,
         queue: str = "default",
+        timeout: object = None,
     ) -> Any:
         """`execute_call` for async callers: async workflows run on the current loop."""
         if not call.target.is_async:
@@ -96,8 +101,11 @@ class Engine(Host):
                 run_id=run_id,
                 parent_id=parent_id,
                 queue=queue,
+                timeout=timeout,
             )
-        run, created = runs.create(self, call, run_id, parent_id, owner=self.owner, queue=queue)
+        run, created = runs.create(
+            self, call, run_id, parent_id, owner=self.owner, queue=queue, timeout=timeout
+        )
         if not created:
             return await asyncio.to_thread(joining.join, self, run, call.target)
         value = await drive_async(self, run, call)
@@ -113,10 +121,16 @@ class Engine(Host):
         queue: str = "default",
         priority: int = 0,
         parent_id: str | None = None,
+        timeout: object = None,
     ) -> Run:
         """Queue *call* as a run for a worker; return it (the existing one for a known id)."""
         run, _ = self.enqueue(
-            call, run_id=run_id, queue=queue, priority=priority, parent_id=parent_id
+            call,
+            run_id=run_id,
+            queue=queue,
+            priority=priority,
+            parent_id=parent_id,
+            timeout=timeout,
         )
         return run
 
@@ -128,11 +142,19 @@ class Engine(Host):
         queue: str = "default",
         priority: int = 0,
         parent_id: str | None = None,
+        timeout: object = None,
     ) -> tuple[Run, bool]:
         """`dispatch_call`, also saying whether this call created the run (False: a run
         with this id and call existed, and is returned)."""
         return runs.create(
-            self, call, run_id, parent_id, owner=None, queue=queue, priority=priority
+            self,
+            call,
+            run_id,
+            parent_id,
+            owner=None,
+            queue=queue,
+            priority=priority,
+            timeout=timeout,
         )
 
     # -- runs that exist ---------------------------------------------------------------

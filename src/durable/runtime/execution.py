@@ -1,8 +1,9 @@
 """One execution of a run this process owns: call the function, then record the outcome.
 
 The run's outcome is written exactly once, fenced by the epoch: COMPLETED with its
-result, FAILED with its exception, CANCELLED, or BLOCKED when the code diverged from
-the history. An execution can also stop without an outcome, returning `RELEASED`:
+result, FAILED with its exception, CANCELLED, TIMED_OUT once its deadline was delivered
+(whatever its code did after), or BLOCKED when the code diverged from the history. An
+execution can also stop without an outcome, returning `RELEASED`:
 the run waits (it is suspended until its wait is over), another owner took it over,
 or its worker is draining; the run goes on there or later. Callers that want the
 outcome anyway (`Engine.execute_call`) then join the run.
@@ -25,6 +26,7 @@ from durable.errors import (
     LeaseLost,
     NondeterminismError,
     StorageError,
+    WorkflowTimeout,
 )
 
 from . import tasks
@@ -67,6 +69,7 @@ def drive(host: Host, run: Run, call: Call[Any], history: Sequence[Step]) -> Any
     without an outcome (`RELEASED`)."""
     context, token = enter(host, run, history)
     try:
+        _expired(context, run)
         value = _body(context, call)
         if asyncio.iscoroutine(value):
             value = run_coroutine(value)
@@ -82,12 +85,23 @@ async def drive_async(host: Host, run: Run, call: Call[Any]) -> Any:
     """`drive` for an async workflow created by this caller, on the current loop."""
     context, token = enter(host, run, ())
     try:
+        _expired(context, run)
         value = await _body(context, call)
     except BaseException as error:
         leave(host, context, token)
         return settle_error(host, context, run, error)
     leave(host, context, token)
     return settle_value(host, context, run, call.target, value)
+
+
+def _expired(context: RunContext, run: Run) -> None:
+    """A run executing for the first time (its first epoch) whose deadline passed (it
+    stayed queued that long) is stopped before its first line: it has nothing to clean
+    up. (A later execution may have children or effects to clean up: it runs, and the
+    deadline reaches its code at its first durable call.)"""
+    interrupts = context.interrupts
+    if run.epoch == 1 and not interrupts.requested and interrupts.due():
+        raise interrupts.raised(timed_out=True)
 
 
 def settle_value(
@@ -101,6 +115,8 @@ def settle_value(
         last = context.take_deferred()  # the last task's result: in the outcome's commit
     except BaseException as error:
         return settle_error(host, context, run, error)
+    if context.interrupts.timed_out:
+        return _time_out(host, run, last)
     faults.hit("before_complete", f"{target.kind.value}:{target.name}")
     if host.backend.finish_run(
         run.id, run.epoch, RunStatus.COMPLETED, output=output, last_step=last
@@ -140,6 +156,8 @@ def settle_error(host: Host, context: RunContext, run: Run, error: BaseException
         raise fatal from None
     if fatal is not None:
         error = fatal
+    if context.interrupts.timed_out and isinstance(error, Exception | Cancelled):
+        return _time_out(host, run, None)
     if isinstance(error, Cancelled):
         status = RunStatus.CANCELLED
     elif isinstance(error, Exception):
@@ -150,6 +168,31 @@ def settle_error(host: Host, context: RunContext, run: Run, error: BaseException
         host.release_quietly(run)
         raise error
     if host.backend.finish_run(run.id, run.epoch, status, error=host.dump_error(error)):
+        raise error
+    return RELEASED
+
+
+def _time_out(host: Host, run: Run, last: Step | None) -> Any:
+    """End a run whose deadline was delivered: TIMED_OUT with a `WorkflowTimeout`, its
+    unfinished children cancelled first (a crash in between replays to the same end)."""
+    # The database's clock read twice in one insert (PostgreSQL's clock_timestamp()):
+    # microseconds apart, so the timeout as given is this to the millisecond.
+    limit = round((run.deadline_at or run.created_at) - run.created_at, 3)
+    error = WorkflowTimeout(
+        f"Run {run.id!r} ({run.workflow}) reached its deadline, {limit:g} s after it was "
+        "created, and was stopped. Give it a longer timeout, or make it faster.",
+        run_id=run.id,
+        timeout=limit,
+    )
+    try:
+        host.backend.cancel_run(run.id)  # its descendants; the run itself ends just below
+    except StorageError:
+        host.release_quietly(run)
+        raise
+    faults.hit("before_complete", f"workflow:{run.workflow}")
+    if host.backend.finish_run(
+        run.id, run.epoch, RunStatus.TIMED_OUT, error=host.dump_error(error), last_step=last
+    ):
         raise error
     return RELEASED
 

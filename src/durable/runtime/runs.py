@@ -14,8 +14,8 @@ from typing import Any
 from durable.core.functions import Call, Durable
 from durable.core.hashing import call_hash
 from durable.core.ids import new_run_id
-from durable.core.records import NewRun, Run, RunStatus
-from durable.core.run_options import check_priority, check_queue, check_run_id
+from durable.core.records import NewRun, Run, RunStatus, StepKind
+from durable.core.run_options import check_priority, check_queue, check_run_id, check_timeout
 from durable.errors import (
     Cancelled,
     IdempotencyConflict,
@@ -42,16 +42,19 @@ def create(
     owner: str | None,
     queue: str = "default",
     priority: int = 0,
+    timeout: object = None,
 ) -> tuple[Run, bool]:
     """Store *call* as a run (RUNNING under *owner*, or QUEUED without one), unless a
     run with *run_id* exists: then return that one, and False.
 
     A *run_id* without a *parent_id* is the user's choice, so it is checked
     (`check_run_id`: never a child's form); with a parent, it is the child's own id.
+    The run's deadline is *timeout* (or its workflow's ``@workflow(timeout=...)``)
+    from now; an existing run keeps its own.
 
     Raises:
-        TypeError, ValueError: the id, queue or priority is not one a run can have;
-            nothing was written.
+        TypeError, ValueError: the id, queue, priority or timeout is not one a run can
+            have; nothing was written.
         SerializationError: an argument cannot be stored; nothing was written.
         InvalidValue: *run_id* or *queue* is text no database can store (a NUL).
         IdempotencyConflict: *run_id* belongs to a run of another call, or, for a
@@ -62,6 +65,9 @@ def create(
     check_queue(queue)
     check_priority(priority)
     target = call.target
+    limit = check_timeout(timeout)
+    if limit is None and target.kind is StepKind.WORKFLOW:
+        limit = target.limits.timeout
     try:
         payload = host.dump(
             {"args": list(call.args), "kwargs": call.kwargs},
@@ -81,6 +87,7 @@ def create(
         parent_id=parent_id,
         queue=queue,
         priority=priority,
+        timeout=limit,
     )
     run, created = host.backend.create_run(new)
     if not created and parent_id is not None and run.parent_id != parent_id:

@@ -48,11 +48,11 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
     task = pending.call.target
     while True:
         if pending.due is not None:
-            context.hold(pending.due)
+            context.hold(pending.due, pending.position)
         finished = context.begin(pending)
         if finished is not None:
             return context.replayed(finished)
-        activity = Activity(context.host, context.run_id, context.epoch, pending)
+        activity = _activity(context, pending)
         token = current.set(_scope(context, pending, activity))
         try:
             faults.hit("before_task", f"task:{task.name}")
@@ -74,8 +74,8 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
                     raise
                 raise error from raised
             continue
-        except Cancelled:
-            raise context.interrupted(pending) from None
+        except Cancelled as stopped:
+            raise context.interrupted(pending, stopped) from None
         except BaseException as dying:
             # The process is going down (KeyboardInterrupt, SystemExit...): as after a
             # kill, nothing more of this run may be recorded, in parallel branches
@@ -92,15 +92,18 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
     task = pending.call.target
     while True:
         if pending.due is not None:
-            left = pending.due - context.host.clock.now()
+            until = context.interrupts.until(pending.due)
+            left = until - context.host.clock.now()
             if 0 < left <= context.host.max_inline_wait:
                 await asyncio.sleep(left)
             elif left > 0:
                 raise context.suspend(pending.due, None)
+            if until < pending.due:  # the run's deadline comes first
+                raise context.stop_at(pending.position)
         finished = context.begin(pending)
         if finished is not None:
             return context.replayed(finished)
-        activity = Activity(context.host, context.run_id, context.epoch, pending)
+        activity = _activity(context, pending)
         token = current.set(_scope(context, pending, activity))
         try:
             faults.hit("before_task", f"task:{task.name}")
@@ -114,8 +117,8 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
                     raise
                 raise error from raised
             continue
-        except Cancelled:
-            raise context.interrupted(pending) from None
+        except Cancelled as stopped:
+            raise context.interrupted(pending, stopped) from None
         except BaseException as dying:
             # The process is going down (KeyboardInterrupt, SystemExit...): as after a
             # kill, nothing more of this run may be recorded, in parallel branches
@@ -137,8 +140,15 @@ async def _limited(activity: Activity, body: Coroutine[Any, Any, Any]) -> Any:
             return await body
     except TimeoutError:
         if limit.expired():
-            raise activity.timeout(activity.limit) from None
+            raise activity.expired() from None
         raise
+
+
+def _activity(context: RunContext, pending: Pending) -> Activity:
+    """The attempt about to start at *pending*, bounded by the run's deadline too."""
+    return Activity(
+        context.host, context.run_id, context.epoch, pending, context.interrupts.cap(None)
+    )
 
 
 def _scope(context: RunContext, pending: Pending, activity: Activity) -> TaskScope:

@@ -83,7 +83,7 @@ def sleep_until(context: RunContext, deadline: float) -> None:
             if recorded.status.finished:  # another writer got there first
                 context.replayed(recorded)
                 return
-    context.hold(recorded.wake_at or deadline)
+    context.hold(recorded.wake_at or deadline, position)
     context.record(_ended(context, recorded, output=_NULL))
 
 
@@ -132,7 +132,8 @@ def _consume(context: RunContext, step: Step, name: str) -> Step | None:
     if taken is None:
         return None
     stored, cancel = taken
-    context.cancel_requested = context.cancel_requested or cancel
+    if cancel:
+        context.interrupts.requested = True
     context.replay.remember(stored)
     context.progressed()
     return stored

@@ -4,6 +4,7 @@ from queues), releasing and cancelling them, leases and recovery, and the clock.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from durable.core.records import NewRun, RunStatus, StepStatus
@@ -122,6 +123,34 @@ def check_finish_failed(make: MakeBackend) -> None:
         assert backend.finish_run("run-1", 1, RunStatus.FAILED, error=b"jboom")
         run = _get(backend, "run-1")
         assert run.status is RunStatus.FAILED and run.error == b"jboom" and run.output is None
+
+
+def check_run_deadline(make: MakeBackend) -> None:
+    """A run keeps the deadline it was created with through claims, and ends TIMED_OUT
+    like any other terminal status (its error stored, never changed again)."""
+    with _opened(make) as backend:
+        created, _ = backend.create_run(dataclasses.replace(_queued("late"), timeout=90.5))
+        owned, _ = backend.create_run(dataclasses.replace(_new(), timeout=3.0))
+        for run, timeout in ((created, 90.5), (owned, 3.0)):
+            assert run.deadline_at is not None, "create_run must return the deadline"
+            assert abs(run.deadline_at - (run.created_at + timeout)) < 1, (
+                "a run's deadline is its timeout after its creation (by the backend's clock)"
+            )
+        assert _get(backend, "late").deadline_at == created.deadline_at
+        assert _get(backend, "run-1").deadline_at == owned.deadline_at
+        backend.create_run(_new("plain"))
+        assert _get(backend, "plain").deadline_at is None, "no deadline unless given"
+        (claimed,) = backend.claim_next(
+            owner=OWNER, queue="default", workflows=["app.workflow"], limit=1, lease=30
+        )
+        assert claimed.deadline_at == created.deadline_at, "a claim keeps the deadline"
+        assert backend.finish_run("late", 1, RunStatus.TIMED_OUT, error=b"jlate")
+        run = _get(backend, "late")
+        assert run.status is RunStatus.TIMED_OUT and run.error == b"jlate"
+        assert run.finished_at is not None and run.lease_owner is None
+        assert not backend.finish_run("late", 1, RunStatus.FAILED, error=b"jx"), (
+            "a timed-out run's outcome must never change"
+        )
 
 
 def check_blocked_run_is_resumable(make: MakeBackend) -> None:

@@ -29,6 +29,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     history.check_claim_fences_old_owner,
     runs.check_finish_run,
     runs.check_finish_failed,
+    runs.check_run_deadline,
     runs.check_blocked_run_is_resumable,
     runs.check_claim_respects_live_lease,
     runs.check_claim_expired_lease,

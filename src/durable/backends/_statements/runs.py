@@ -71,13 +71,16 @@ class RunStatements(Compiler):
                 priority=bind("priority", r.priority),
                 started_at=sa.case((owned == 1, now), else_=sa.null()),
                 cancel_requested=sa.literal_column("0"),
+                deadline_at=now + bind("timeout", r.deadline_at),
             )
             .on_conflict_do_nothing(index_elements=[r.id])
         )
         # Only what the database decided comes back: the rest is what we sent.
-        self.create_owned_run = self.compile(new_run.returning(r.created_at, r.lease_until))
+        self.create_owned_run = self.compile(
+            new_run.returning(r.created_at, r.lease_until, r.deadline_at)
+        )
         self.create_queued_run = self.compile(
-            self._notifying(new_run, self._queue_topic(), r.created_at)
+            self._notifying(new_run, self._queue_topic(), r.created_at, r.deadline_at)
         )
         fenced_unfinished = (
             r.id == bind("id", r.id),

@@ -49,6 +49,7 @@ class MemoryRuns(MemoryBase):
                 queue=new.queue,
                 priority=new.priority,
                 started_at=now if owned else None,
+                deadline_at=None if new.timeout is None else now + new.timeout,
             )
             self._runs[new.id] = run
             self._history[new.id] = {}

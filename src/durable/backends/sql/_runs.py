@@ -56,6 +56,7 @@ class SQLRuns(SQLBase):
             "queue": new.queue,
             "priority": new.priority,
             "owned": int(owned),
+            "timeout": new.timeout,
         }
         statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
 
@@ -68,10 +69,10 @@ class SQLRuns(SQLBase):
             if rows:
                 row = rows[0]
                 if owned:
-                    created_at, lease_until = row[0], row[1]
+                    created_at, lease_until, deadline_at = row[0], row[1], row[2]
                 else:
                     self._hub.notify(row[0])
-                    created_at, lease_until = row[1], None
+                    created_at, lease_until, deadline_at = row[1], None, row[2]
                 run = Run(
                     id=new.id,
                     workflow=new.workflow,
@@ -91,6 +92,7 @@ class SQLRuns(SQLBase):
                     queue=new.queue,
                     priority=new.priority,
                     started_at=created_at if owned else None,
+                    deadline_at=deadline_at,
                 )
                 return run, True
             existing = self.get_run(new.id)
