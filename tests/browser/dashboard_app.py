@@ -9,6 +9,8 @@
 - `crunch`: a task, then `grind`, which reports 40 of 100 done by heartbeat and blocks
   until its gate opens (a running task with progress).
 - `overrun`: a task whose only attempt runs past its timeout (a timed-out step).
+- `overdue`: a task, then a wait for an event that never comes, past the run's
+  deadline (a timed_out run).
 - `echo`: returns its argument (the XSS check puts markup in it).
 """
 
@@ -132,6 +134,12 @@ def linger(order: str) -> str:
 @workflow
 def overrun(order: str) -> str:
     return linger(order)
+
+
+@workflow(timeout=0.3)
+def overdue(order: str) -> Any:
+    fetch(order)
+    return durable.wait("approval")
 
 
 @workflow

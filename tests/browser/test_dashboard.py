@@ -212,6 +212,38 @@ def test_a_timed_out_step_has_its_own_colour(page: Page) -> None:
     assert page.facts("#panel-facts")["Timed out"] == "yes (TaskTimeout)"
 
 
+def test_a_timed_out_run_has_its_own_colour(page: Page, dashboard: Dashboard) -> None:
+    """A run that reached its deadline: an orange timed_out chip (neither the red of a
+    failure nor the grey of a cancellation), its deadline among the facts, a "timed
+    out" box where it was stopped, and no retry (nor cancel) offered."""
+    run_id = "order-overdue"
+    durable.dispatch(wf.overdue, "o-overdue", id=run_id)
+    dashboard.wait_status(run_id, "timed_out")
+    page.open_run(run_id)
+    chip = page.find("#run-status")
+    assert chip.text == "timed_out"
+    assert "status-timed_out" in chip.get_attribute("class")
+    background = page.js("return getComputedStyle(arguments[0]).backgroundColor", chip)
+    assert background == TIMED_OUT
+    assert page.facts("#run-facts")["Deadline"] not in ("", "—")
+    assert "WorkflowTimeout" in page.text("#run-error")
+    assert page.text('g.node[data-id="p1"] .label') == "timed out"
+    assert page.nodes()["end"]["state"] == "failed"
+    assert not page.find("#retry-run").is_displayed()
+    assert not page.find("#cancel-run").is_displayed()
+
+    from selenium.webdriver.support.ui import Select
+
+    page.open("#/")
+    Select(page.find("#filters select[name=status]")).select_by_visible_text("timed_out")
+    page.wait_js(
+        "(rows => rows.length > 0 && rows.every(tr => tr.dataset.status === 'timed_out'))"
+        "(Array.from(document.querySelectorAll('#runs-body tr')))",
+        "the timed_out filter",
+    )
+    assert page.text("#runs-body").count(run_id) == 1
+
+
 def test_event_form_resumes_the_waiting_run(page: Page, dashboard: Dashboard) -> None:
     """Bad JSON is refused in the page; Approve + Send resumes the run, naming the sender."""
     run_id = dashboard.waiting_run("order-approval-form")

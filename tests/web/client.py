@@ -136,6 +136,7 @@ SUMMARY = {
     "started_at": None,
     "finished_at": None,
     "duration": None,
+    "deadline_at": None,
     "wake_at": None,
     "waiting_on": None,
     "cancel_requested": False,

@@ -54,6 +54,7 @@ examples:
 
 A failed or dead run is queued again: the steps that completed are not run again, the
 failed ones that ended it are. --all without --status selects failed and dead runs.
+A timed_out run cannot be retried (its deadline has passed): start a new one.
 """
 
 SEND_EXAMPLES = """\

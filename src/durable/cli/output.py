@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from durable.core.records import RunStatus
+
 FORMATS = ("table", "json", "jsonl", "csv")
 
 #: What a terminal would act on or cannot print: C0 controls, DEL, C1 controls (CSI,
@@ -243,6 +245,9 @@ def note(message: str) -> None:
 
 # -- one run, for `durable show` ------------------------------------------------------
 
+#: The statuses a run ends in (`RunStatus.finished`).
+FINISHED = frozenset(status.value for status in RunStatus if status.finished)
+
 ACTION_COLUMNS = (
     Column("AT", 20, field("at", when)),
     Column("ACTION", 6, field("action")),
@@ -253,7 +258,9 @@ ACTION_COLUMNS = (
 
 def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> str:
     """A RunDetail for people: key/value lines, then the traceback and the actions."""
-    status = run["status"] + (" (cancel requested)" if run.get("cancel_requested") else "")
+    status = run["status"]
+    if run.get("cancel_requested") and status not in FINISHED:
+        status += " (cancel requested)"  # a finished run's status says how it ended
     lines = [
         ("id", run["id"]),
         ("workflow", run["workflow"]),
@@ -265,6 +272,8 @@ def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> st
         ("finished", when(run.get("finished_at"))),
         ("duration", seconds(run.get("duration"))),
     ]
+    if run.get("deadline_at"):
+        lines.append(("deadline", when(run["deadline_at"])))
     if run.get("waiting"):
         lines.append(("waiting on", waiting_text(run["waiting"])))
     if run.get("recoveries"):

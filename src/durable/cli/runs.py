@@ -49,6 +49,7 @@ RUN_FIELDS = (
     "started_at",
     "finished_at",
     "duration",
+    "deadline_at",
     "wake_at",
     "waiting_on",
     "cancel_requested",
@@ -114,7 +115,7 @@ STAT_COLUMNS = (
 LS_EXAMPLES = """\
 examples:
   durable ls                                    # the 20 newest runs
-  durable ls --status failed --status dead --since 24h
+  durable ls --status failed,dead,timed_out --since 24h
   durable ls --workflow myapp.flows.checkout --since 2026-11-21T08:00 -o json
   durable ls --parent 4f2a... --limit 100 -o csv > children.csv
   durable ls --cursor <the cursor printed after the previous page>

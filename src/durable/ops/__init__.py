@@ -48,6 +48,7 @@ __all__ = ["BadRequest", "Conflict", "NotFound", "Operations", "OpsError"]
 MAX_LIMIT = 500
 #: `stats` looks this far back unless told otherwise.
 STATS_WINDOW = 7 * 24 * 3600.0
+#: Not TIMED_OUT: its deadline has passed, so a retried run would time out at once.
 _RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD)
 
 
@@ -228,8 +229,10 @@ class Operations:
         Failed child runs it was waiting for are retried first."""
         run = self._run(run_id)
         if run.status not in _RETRYABLE:
+            late = run.status is RunStatus.TIMED_OUT
             raise Conflict(
                 f"Run {run_id!r} is {run.status.value}; only failed or dead runs can be retried."
+                + (" Its deadline has passed: start a new run instead." if late else "")
             )
         history = self.backend.load_history(run_id)
         positions, children = reopened(history)

@@ -13,7 +13,8 @@ from ._values import iso
 #: "Failures recently" means in the last day.
 RECENT = 24 * 3600.0
 _SUCCESS = "completed"
-_FAILURE = ("failed", "dead")
+#: A run that reached its deadline did not do its job either: it counts as a failure.
+_FAILURE = ("failed", "dead", "timed_out")
 
 
 def stats(outcomes: Iterable[Outcome], *, now: float) -> list[dict[str, Any]]:
@@ -25,8 +26,9 @@ def stats(outcomes: Iterable[Outcome], *, now: float) -> list[dict[str, Any]]:
 
 
 def stat(name: str, outcomes: Sequence[Outcome], *, now: float) -> dict[str, Any]:
-    """Runs, success % (of the attempts that completed or failed; cancelled ones are
-    neither), average and 95th-percentile duration, and failures in the last day.
+    """Runs, success % (of the attempts that completed or failed, died or timed out;
+    cancelled ones are neither), average and 95th-percentile duration, and failures in
+    the last day.
 
     An attempt an operator's retry erased (``retried``) counts as the failure it was,
     in every figure but ``runs``, which counts runs (or calls), not attempts."""

@@ -26,6 +26,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "started_at": iso(run.started_at),
         "finished_at": iso(run.finished_at),
         "duration": duration(run.started_at, run.finished_at),
+        "deadline_at": iso(run.deadline_at),
         "wake_at": iso(run.wake_at),
         "waiting_on": run.waiting_on,
         "cancel_requested": run.cancel_requested,

@@ -17,6 +17,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from durable.runtime import interrupts
+
 __all__ = ["layout"]
 
 Node = dict[str, Any]
@@ -46,7 +48,13 @@ _END_STATES = {
     "failed": "failed",
     "dead": "failed",
     "cancelled": "cancelled",
+    # stopped at its deadline, with a WorkflowTimeout: an error, like a failure
+    "timed_out": "failed",
 }
+#: The run statuses that stop a run from outside: what it had not finished never will.
+_STOPPED = ("cancelled", "timed_out")
+#: The names of the marker a run's deadline leaves where it was delivered.
+_TIMEOUT_MARKERS = (interrupts.TIMEOUT, interrupts.TIMEOUT_RETURN)
 
 
 def layout(
@@ -109,7 +117,7 @@ def _step_node(step: Mapping[str, Any], run_status: str) -> Node:
         # step (a task that has started, a retry in progress, an event being taken):
         # that box is the frontier.
         state = "running"
-    elif state == "ready" and run_status == "cancelled":
+    elif state == "ready" and run_status in _STOPPED:
         state = "cancelled"
     return _box(step, state, _label(step), _detail(step), child_id=step.get("child_id"))
 
@@ -125,8 +133,8 @@ def _frontier(
         state, label = "running", "running…"
     elif status == "queued" and not busy:
         state, label = "ready", "queued"
-    elif status == "cancelled" and not cancel_seen:
-        state, label = "cancelled", "cancelled"
+    elif status in _STOPPED and not cancel_seen:
+        state, label = "cancelled", "timed out" if status == "timed_out" else "cancelled"
     else:
         return [_ghost(ghost) for ghost in ghosts]
     template: Mapping[str, Any] = expected or {"position": position, "kind": "task", "name": ""}
@@ -195,7 +203,7 @@ def _label(step: Mapping[str, Any]) -> str:
     if kind == "join":
         return "wait for child"
     if kind == "cancel":
-        return "cancelled"
+        return "timed out" if name in _TIMEOUT_MARKERS else "cancelled"
     if kind in ("now", "uuid4", "random"):
         return kind
     if kind == "send":

@@ -10,7 +10,7 @@ import { conditionalGet, post, session } from "./http.js";
 import { openPanel, refreshPanel } from "./panel.js";
 import { drawTimeline } from "./timeline.js";
 
-const FINISHED = new Set(["completed", "failed", "cancelled", "dead"]);
+const FINISHED = new Set(["completed", "failed", "cancelled", "dead", "timed_out"]);
 
 /* Mount the page of run *runId* into #view; refreshNow() asks for a refresh at once. */
 export function runPage(runId, refreshNow) {
@@ -122,6 +122,7 @@ function renderRun(run, showEventForm) {
     ["Started", formatTime(run.started_at)],
     ["Finished", run.finished_at && formatTime(run.finished_at)],
     ["Duration", formatDuration(run.duration)],
+    ["Deadline", run.deadline_at && formatTime(run.deadline_at)],
     ["Recoveries", run.recoveries || null],
     ["Cancel", run.cancel_requested && !FINISHED.has(run.status) ? "requested" : null],
     ["Parent", run.parent_id && runLink(run.parent_id)],
@@ -137,6 +138,7 @@ function renderRun(run, showEventForm) {
     $("run-traceback").textContent = run.error.traceback || "(no traceback recorded)";
   }
   $("cancel-run").hidden = session.read_only || FINISHED.has(run.status);
+  // not timed_out: its deadline has passed, so a retried run would time out at once
   $("retry-run").hidden = session.read_only || !["failed", "dead"].includes(run.status);
   showEventForm(run.waiting && run.waiting.kind === "event" ? run.waiting.event : null);
   drawTimeline($("timeline-box"), run);
