@@ -342,16 +342,25 @@ class Model:
         )
 
     def _recoverable(self, host: str) -> tuple[str, ...]:
-        def needs_owner(run: RunView) -> bool:
+        def needs_owner(run_id: str, run: RunView) -> bool:
             if run.status is RunStatus.BLOCKED:
                 return True
             if run.status is RunStatus.QUEUED:
                 return run.started
             if run.status is not RunStatus.RUNNING:
                 return False
-            return run.lease == "expired" or (run.owner or "").startswith(f"{host}:")
+            mine = (run.owner or "").startswith(f"{host}:")
+            return run.lease == "expired" or mine or self._hung(run_id)
 
-        return tuple(sorted(i for i, run in self.runs.items() if needs_owner(run)))
+        return tuple(sorted(i for i, run in self.runs.items() if needs_owner(i, run)))
+
+    def _hung(self, run_id: str) -> bool:
+        """Whether a task attempt of the run is past its heartbeat deadline: a RUNNING
+        step with a ``wake_at`` (the machine writes them in 1970: always past)."""
+        return any(
+            step.status is StepStatus.RUNNING and step.wake_at is not None
+            for step in self.history.get(run_id, {}).values()
+        )
 
     # -- runs -------------------------------------------------------------------------
 
@@ -421,7 +430,8 @@ class Model:
         if run is None or run.epoch != epoch:
             return None
         if run.status is RunStatus.RUNNING:
-            if run.lease == "expired" or (dead_owner is not None and run.owner == dead_owner):
+            dead = dead_owner is not None and run.owner == dead_owner
+            if run.lease == "expired" or dead or self._hung(run_id):
                 return self._claim(run_id, owner, takeover=True)
             return None
         due = run.status is RunStatus.WAITING and run.wake == "due"

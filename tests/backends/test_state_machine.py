@@ -449,7 +449,11 @@ class BackendMachine(RuleBasedStateMachine):
             attempts=n,
             started_at=float(n),
             finished_at=float(n) if status.finished else None,
-            wake_at=None if status.finished else float(n) + 0.5,
+            # A RUNNING step with a wake_at is a hung attempt (its heartbeat deadline, in
+            # 1970: past), making its run claimable; without one it is not.
+            wake_at=None
+            if status.finished or (status is StepStatus.RUNNING and n % 2)
+            else float(n) + 0.5,
         )
 
     @rule(run_id=runs, shift=SHIFT, back=st.integers(0, 2))

@@ -19,7 +19,7 @@ from durable import RunStatus, workflow
 from durable.errors import RunDead
 from tests.e2e.checker import check, read_ledger
 from tests.e2e.harness import Children
-from tests.e2e.workers_app import parent, poison, slow, storm
+from tests.e2e.workers_app import beating, parent, poison, slow, storm
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 pytestmark = pytest.mark.e2e
@@ -132,6 +132,42 @@ def test_zombie_worker_is_fenced_off(children: Children, url: str) -> None:
     assert recorded["pid"] == survivor.pid, "the survivor's result stands"
     assert first.epoch == 2
     assert [e.pid for e in read_ledger(children.ledger) if e.position == 0] == [pid, survivor.pid]
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("url", SQL, indirect=True)
+def test_a_hung_heartbeating_task_is_taken_over_before_the_lease_expires(
+    children: Children, url: str
+) -> None:
+    """SIGSTOP a worker inside a task that must heartbeat every 2 s, under a 30 s
+    lease: another worker re-runs the attempt within about the heartbeat gap plus one
+    sweep (5 s), long before the lease would have expired. SIGCONT the first: its next
+    heartbeat is fenced and its result is never recorded; the survivor's stands."""
+    with durable.Engine(url) as engine:
+        engine.dispatch_call(beating.bind(20), run_id="hung")
+    frozen = children.start_worker(
+        "--lease", "30", "--concurrency", "1", DURABLE_TEST_PAUSE="in-beating"
+    )
+    pid = children.wait_for_pause("in-beating")
+    children.kill(frozen, signal.SIGSTOP)
+    stopped = time.monotonic()
+    survivor = children.start_worker("--lease", "30", "--concurrency", "1")
+    until(lambda: finished(url) == 1, 25, "the survivor to finish the run")
+    took = time.monotonic() - stopped
+    print(f"taken over and finished {took:.1f}s after SIGSTOP")  # shown with -s
+    children.release("in-beating", pid)
+    children.kill(frozen, signal.SIGCONT)
+    until(lambda: "lease lost" in children.log(frozen), 15, "the frozen worker to be fenced")
+    stop_all(children, [frozen, survivor])
+    assert took < 15, f"taken over after {took:.1f}s: by the lease (30 s), not the heartbeat"
+    with durable.Engine(url) as engine:
+        run = engine.reread("hung")
+        (step,) = engine.backend.load_history("hung")
+        assert run.status is RunStatus.COMPLETED, run
+        assert engine.load(run.output or b"", "hung", None) == survivor.pid
+    assert (step.attempts, step.epoch) == (2, 2), step  # the hung attempt counted, timed out
+    bodies = [entry.pid for entry in read_ledger(children.ledger)]
+    assert bodies == [pid, survivor.pid], bodies
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)

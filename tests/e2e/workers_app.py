@@ -76,6 +76,24 @@ def slow(seconds: float) -> list[int]:
     return [slow_step(n, seconds)["value"] for n in range(3)]  # type: ignore[misc]
 
 
+@task(heartbeat=2, retry=dict(attempts=3, backoff="constant", initial=0))
+def beating_step(beats: int) -> dict[str, object]:
+    """Heartbeats every 0.1 s; pauses (``in-beating``) after its first heartbeat write."""
+    token = ledger()
+    for i in range(beats):
+        durable.heartbeat({"done": i, "of": beats})
+        if i == 0:
+            pause_point("in-beating")
+        time.sleep(0.1)
+    return {"token": token, "pid": os.getpid()}
+
+
+@workflow
+def beating(beats: int) -> int:
+    """One heartbeating task; its result is the pid of the process that ran it."""
+    return beating_step(beats)["pid"]  # type: ignore[return-value]
+
+
 @workflow
 def child(i: int) -> int:
     return storm_step(i, 0)["value"] + 1  # type: ignore[operator,no-any-return]

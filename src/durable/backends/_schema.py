@@ -152,6 +152,7 @@ meta = sa.Table(
 )
 
 _QUEUED = sa.text("status = 'queued'")
+_HEARTBEATING = sa.text("status = 'running' AND wake_at IS NOT NULL")
 
 _UNCONSUMED = events.c.consumed_position.is_(None)
 _WAITING = sa.text("status = 'waiting'")
@@ -198,6 +199,16 @@ _parent_index = sa.Index(
     runs.c.parent_id,
     sqlite_where=_HAS_PARENT,
     postgresql_where=_HAS_PARENT,
+)
+
+# Version 8: task attempts that must heartbeat, whose runs the sweep looks at for a
+# hung body (a RUNNING step's wake_at: the moment it counts as hung).
+_heartbeating_index = sa.Index(
+    "durable_history_heartbeating",
+    history.c.run_id,
+    history.c.wake_at,
+    sqlite_where=_HEARTBEATING,
+    postgresql_where=_HEARTBEATING,
 )
 
 # Version 4: listing a workflow's runs, newest first (the dashboard, `durable ls`).
@@ -268,9 +279,10 @@ def _v6_to_v7(dialect: sa.Dialect, execute: Execute) -> None:
 
 
 def _v7_to_v8(dialect: sa.Dialect, execute: Execute) -> None:
-    """Run deadlines: when a run must have ended."""
+    """Run deadlines (when a run must have ended) and hung task attempts."""
     column = CreateColumn(runs.c.deadline_at).compile(dialect=dialect)
     execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
+    execute(str(CreateIndex(_heartbeating_index, if_not_exists=True).compile(dialect=dialect)))
 
 
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.

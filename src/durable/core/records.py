@@ -159,7 +159,9 @@ class Step:
     started_at: float | None = None
     finished_at: float | None = None
     epoch: int = 0
-    #: for a WAITING step, its deadline; for a RETRYING one, when the next attempt is due.
+    #: for a WAITING step, its deadline; for a RETRYING one, when the next attempt is due;
+    #: for a RUNNING attempt of a task with ``heartbeat=``, when it counts as hung (its
+    #: start or last heartbeat write plus that gap): the sweep then takes the run over.
     wake_at: float | None = None
     #: a RUNNING task attempt's last `durable.heartbeat()` write (None before the first).
     heartbeat_at: float | None = None

@@ -108,7 +108,7 @@ class Activity:
     def _write(self, now: float) -> None:
         encoded = encode_details(self._latest) if self._dirty else None
         cancel = self._backend.heartbeat(
-            self.run_id, self.position, self.epoch, self.attempt, encoded
+            self.run_id, self.position, self.epoch, self.attempt, encoded, gap=self._gap
         )
         self._dirty, self._due = False, now + self._interval
         if cancel:
@@ -166,6 +166,23 @@ class Activity:
             limit=limit,
             seconds=seconds,
         )
+
+
+def hung(pending: Pending) -> TaskTimeout:
+    """The `TaskTimeout` of the attempt found running at *pending* past its heartbeat
+    deadline: its process hung or died, and this one took the run over."""
+    task = pending.call.target
+    gap = task.limits.heartbeat or 0.0
+    return TaskTimeout(
+        f"Task {task.name!r} at position {pending.position} (attempt {pending.attempt}) "
+        f"did not heartbeat for more than {gap:g}s: its worker hung or died, and the run "
+        "was taken over.",
+        task=task.name,
+        position=pending.position,
+        attempt=pending.attempt,
+        limit="heartbeat",
+        seconds=gap,
+    )
 
 
 def encode_details(details: Any) -> bytes:

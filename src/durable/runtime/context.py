@@ -254,9 +254,17 @@ class RunContext:
             by an earlier attempt of this write whose acknowledgement was lost), to
             replay instead.
         """
-        pending.start(self.host.clock.now())
+        now = self.host.clock.now()
+        pending.start(now)
         pending.next_attempt()
-        stored = self.record(self.step_for(pending, StepStatus.RUNNING, finished_at=None))
+        gap = pending.call.target.limits.heartbeat  # hung unless it heartbeats by then
+        running = self.step_for(
+            pending,
+            StepStatus.RUNNING,
+            finished_at=None,
+            wake_at=None if gap is None else now + gap,
+        )
+        stored = self.record(running)
         return stored if stored.status.finished else None
 
     def take_deferred(self) -> Step | None:

@@ -20,7 +20,8 @@ class Pending:
     """A call at the frontier: its position, identity, and the attempts made so far."""
 
     __slots__ = (
-        "attempt", "call", "details", "digest", "due", "input", "kind", "position", "started",
+        "attempt", "call", "details", "digest", "due", "hangs_at", "input", "kind", "position",
+        "started",
     )  # fmt: skip
 
     def __init__(
@@ -45,7 +46,14 @@ class Pending:
             self.attempt -= 1
         self.started = recorded.started_at if recorded else None
         #: when the next attempt may start (recorded with the last failed one).
-        self.due = recorded.wake_at if recorded else None
+        self.due = None
+        #: for an attempt found running, when it counts as hung (a task with heartbeat=).
+        self.hangs_at = None
+        if recorded is not None:
+            if recorded.status is StepStatus.RUNNING:
+                self.hangs_at = recorded.wake_at
+            else:
+                self.due = recorded.wake_at
         #: the last heartbeat details of the attempts so far (`durable.last_heartbeat()`).
         self.details = recorded.details if recorded else None
         #: the arguments' preview for the history, made once for all of its rows.

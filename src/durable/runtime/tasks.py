@@ -18,7 +18,7 @@ from durable.core.functions import Call
 from durable.core.records import Step, StepStatus
 from durable.errors import Cancelled
 
-from .activity import Activity, TaskScope
+from .activity import Activity, TaskScope, hung
 from .context import RunContext, current
 from .loops import run_coroutine
 from .pending import Pending
@@ -46,7 +46,11 @@ async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any
 def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> Any:
     """Run the task at *pending* to its outcome, synchronously."""
     task = pending.call.target
+    # A result written at once (not with the next start) leaves no running row with a
+    # heartbeat deadline behind while the workflow code goes on.
+    sequential = sequential and task.limits.heartbeat is None
     while True:
+        _count_hung(context, pending)
         if pending.due is not None:
             context.hold(pending.due, pending.position)
         finished = context.begin(pending)
@@ -69,7 +73,7 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
         except Exception as raised:
             # An attempt that ended past its limit timed out, whatever it raised.
             error = activity.late() or raised
-            if not _failed_attempt(context, pending, error, activity):
+            if not _failed_attempt(context, pending, error, activity.details):
                 if error is raised:
                     raise
                 raise error from raised
@@ -91,6 +95,7 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
     """Run the async task at *pending* on the current loop."""
     task = pending.call.target
     while True:
+        _count_hung(context, pending)
         if pending.due is not None:
             until = context.interrupts.until(pending.due)
             left = until - context.host.clock.now()
@@ -112,7 +117,7 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
         except Exception as raised:
             # An attempt that ended past its limit timed out, whatever it raised.
             error = activity.late() or raised
-            if not _failed_attempt(context, pending, error, activity):
+            if not _failed_attempt(context, pending, error, activity.details):
                 if error is raised:
                     raise
                 raise error from raised
@@ -159,13 +164,27 @@ def _scope(context: RunContext, pending: Pending, activity: Activity) -> TaskSco
     )  # fmt: skip
 
 
+def _count_hung(context: RunContext, pending: Pending) -> None:
+    """An attempt found running past its heartbeat deadline (its worker hung or died,
+    and this one took the run over) is a timed-out attempt: recorded so, and retried
+    by the task's policy; if none is left, its `TaskTimeout` is raised."""
+    hangs_at = pending.hangs_at
+    if hangs_at is None or context.host.clock.now() < hangs_at:
+        return
+    pending.hangs_at = None
+    pending.next_attempt()
+    error = hung(pending)
+    if not _failed_attempt(context, pending, error, pending.details):
+        raise error
+
+
 def _failed_attempt(
-    context: RunContext, pending: Pending, error: Exception, activity: Activity
+    context: RunContext, pending: Pending, error: Exception, details: bytes | None
 ) -> bool:
     """Record a failed attempt, with when the next one is due; False to give up (also
     once the deadline of all attempts has passed)."""
     task = pending.call.target
-    pending.details = activity.details
+    pending.details = details
     retry = task.retry.should_retry(error, pending.attempt) and not _past_deadline(context, pending)
     if retry:
         pending.due = context.host.clock.now() + task.retry.delay(pending.attempt)

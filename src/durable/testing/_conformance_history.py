@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 
 from durable.core.records import RunStatus, StepStatus
 from durable.errors import LeaseLost
@@ -129,6 +130,38 @@ def check_finish_run_records_the_last_step(make: MakeBackend) -> None:
         late = _step("run-1", 1)
         assert not backend.finish_run("run-1", 1, RunStatus.FAILED, last_step=late)
         assert list(backend.load_history("run-1")) == [result], "a finished run records nothing"
+
+
+def check_hung_attempt_makes_its_run_claimable(make: MakeBackend) -> None:
+    """A RUNNING step whose ``wake_at`` (its heartbeat deadline) has passed makes its run
+    recoverable and claimable though its lease is live; a heartbeat with a gap moves
+    that deadline; the claim fences the hung owner's heartbeats. A RUNNING step without
+    ``wake_at`` never does."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        backend.create_run(_new("quiet"))
+        now = backend.now()
+        start = _step("run-1", 0, status=StepStatus.RUNNING, output=None, finished_at=None)
+        backend.record(dataclasses.replace(start, wake_at=now + 0.3), 1)
+        backend.record(dataclasses.replace(start, run_id="quiet", started_at=now - 100), 1)
+        assert backend.heartbeat("run-1", 0, 1, 1, None, gap=0.6) is False
+        (beating,) = backend.load_history("run-1")
+        assert beating.wake_at is not None and beating.wake_at >= now + 0.5, (
+            "a heartbeat with a gap must move the step's wake_at to now + gap"
+        )
+        time.sleep(0.4)  # past the first deadline, not the one the heartbeat set
+        ids = {run.id for run in backend.recoverable(host="elsewhere")}
+        assert "run-1" not in ids and "quiet" not in ids, "alive: nothing to recover"
+        assert backend.claim_run("run-1", owner=OTHER, lease=30, epoch=1) is None
+        time.sleep(0.4)  # past the deadline the heartbeat set
+        ids = {run.id for run in backend.recoverable(host="elsewhere")}
+        assert ids == {"run-1"}, f"only the hung run is recoverable, got {ids}"
+        assert backend.claim_run("quiet", owner=OTHER, lease=30, epoch=1) is None
+        claimed = backend.claim_run("run-1", owner=OTHER, lease=30, epoch=1)
+        assert claimed is not None and claimed.epoch == 2 and claimed.lease_owner == OTHER
+        with contextlib.suppress(LeaseLost):
+            backend.heartbeat("run-1", 0, 1, 1, None, gap=0.6)
+            raise AssertionError("the hung owner's heartbeat must be fenced after the claim")
 
 
 def check_heartbeat_is_fenced_and_reports_cancel(make: MakeBackend) -> None:

@@ -26,6 +26,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     history.check_record_steps_is_one_write,
     history.check_finish_run_records_the_last_step,
     history.check_heartbeat_is_fenced_and_reports_cancel,
+    history.check_hung_attempt_makes_its_run_claimable,
     history.check_claim_fences_old_owner,
     runs.check_finish_run,
     runs.check_finish_failed,

@@ -50,11 +50,20 @@ class HistoryStore(Protocol):
         ...
 
     def heartbeat(
-        self, run_id: str, position: int, epoch: int, attempt: int, details: bytes | None
+        self,
+        run_id: str,
+        position: int,
+        epoch: int,
+        attempt: int,
+        details: bytes | None,
+        *,
+        gap: float | None = None,
     ) -> bool:
         """A task attempt is alive: set its step's ``heartbeat_at`` (now) and, unless
         *details* is None, its ``details``; only while the step at *position* is that
-        attempt (*attempt*, RUNNING) and the run is at *epoch*.
+        attempt (*attempt*, RUNNING) and the run is at *epoch*. With a *gap* (the task's
+        ``heartbeat``), the step's ``wake_at`` becomes now + *gap*: the moment the
+        attempt counts as hung unless it heartbeats again (see `RunStore.recoverable`).
 
         Returns:
             Whether cancellation of the run has been requested (then nothing is

@@ -46,8 +46,10 @@ class RunStore(Protocol):
         """Take ownership of a run whose owner is gone; a compare-and-set.
 
         Succeeds only if the run is still at *epoch* and claimable: QUEUED, BLOCKED,
-        WAITING with ``wake_at`` passed, or RUNNING with an expired lease or with
-        ``lease_owner == dead_owner`` (a caller that has verified that owner is dead).
+        WAITING with ``wake_at`` passed, or RUNNING with an expired lease, with
+        ``lease_owner == dead_owner`` (a caller that has verified that owner is dead),
+        or with a hung task attempt: a RUNNING step whose ``wake_at`` (its heartbeat
+        deadline, see `HistoryStore.heartbeat`) has passed, though its owner lives.
         The claim bumps the epoch, so every write of the previous owner is fenced off
         from then on, and of concurrent claims at one epoch at most one succeeds.
         Taking over a RUNNING run counts one more recovery; a run first started gets
@@ -145,8 +147,9 @@ class RunStore(Protocol):
         That is BLOCKED runs, QUEUED runs that were started before (released, or woken
         from a wait), and RUNNING runs whose lease expired or whose owner string starts
         with ``host + ":"`` (the caller passes its place, ``host@boot-id.pid-namespace``,
-        and checks whether that process still lives). Sleeping runs that are due are not
-        listed: `wake_due` queues them first.
+        and checks whether that process still lives), or that have a hung task attempt
+        (as for `claim_run`). Sleeping runs that are due are not listed: `wake_due`
+        queues them first.
         """
         ...
 

@@ -171,6 +171,8 @@ class HistoryStatements(Compiler):
             .values(
                 heartbeat_at=self._now,
                 details=sa.func.coalesce(bind("details", h.details), h.details),
+                # now + NULL is NULL: without a gap the hang deadline stays as it is.
+                wake_at=sa.func.coalesce(self._now + bind("gap", h.wake_at), h.wake_at),
             )
         )
         self.heartbeat_check = self.compile(

@@ -226,6 +226,7 @@ class RunStatements(Compiler):
         takeover = sa.case(
             (r.status == RUNNING, sa.literal_column("1")), else_=sa.literal_column("0")
         )
+        hung = self._hung(r)
         self.claim_run = self.compile(
             sa.update(runs)
             .where(
@@ -239,6 +240,7 @@ class RunStatements(Compiler):
                         sa.or_(
                             r.lease_until < now,
                             r.lease_owner == bind("dead_owner", r.lease_owner),
+                            hung,
                         ),
                     ),
                 ),
@@ -287,9 +289,23 @@ class RunStatements(Compiler):
                 sa.or_(
                     r.status == BLOCKED,
                     sa.and_(r.status == QUEUED, r.started_at.is_not(None)),
-                    sa.and_(r.status == RUNNING, sa.or_(r.lease_until < now, on_this_host)),
+                    sa.and_(
+                        r.status == RUNNING,
+                        sa.or_(r.lease_until < now, on_this_host, self._hung(r)),
+                    ),
                 )
             )
+        )
+
+    def _hung(self, r: Any) -> sa.ColumnElement[bool]:
+        """Whether run *r* has a task attempt past its heartbeat deadline: a RUNNING
+        step whose ``wake_at`` has passed (through the partial heartbeating index)."""
+        h = history.c
+        return sa.exists().where(
+            h.run_id == r.id,
+            h.status == RUNNING,
+            h.wake_at.is_not(None),
+            h.wake_at < self._now,
         )
 
     # -- cancellation ---------------------------------------------------------------

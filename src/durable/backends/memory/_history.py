@@ -63,7 +63,14 @@ class MemoryHistory(MemoryBase):
         return stored, run.cancel_requested
 
     def heartbeat(
-        self, run_id: str, position: int, epoch: int, attempt: int, details: bytes | None
+        self,
+        run_id: str,
+        position: int,
+        epoch: int,
+        attempt: int,
+        details: bytes | None,
+        *,
+        gap: float | None = None,
     ) -> bool:
         """See `HistoryStore.heartbeat`."""
         with self._lock:
@@ -85,9 +92,11 @@ class MemoryHistory(MemoryBase):
                 )
             if run.cancel_requested:
                 return True
+            now = self.now()
             self._history[run_id][position] = dataclasses.replace(
                 step,
-                heartbeat_at=self.now(),
+                heartbeat_at=now,
                 details=step.details if details is None else details,
+                wake_at=step.wake_at if gap is None else now + gap,
             )
             return False

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
-from durable.core.records import NewRun, Run, RunStatus, Step
+from durable.core.records import NewRun, Run, RunStatus, Step, StepStatus
 from durable.core.run_options import claim_order
 
 from ._base import MemoryBase
@@ -108,13 +108,21 @@ class MemoryRuns(MemoryBase):
             now = self.now()
             if run.status is RunStatus.RUNNING:
                 expired = run.lease_until is not None and run.lease_until < now
-                if not (expired or (dead_owner is not None and run.lease_owner == dead_owner)):
+                dead = dead_owner is not None and run.lease_owner == dead_owner
+                if not (expired or dead or self._hung(run.id, now)):
                     return None
                 return self._claim(run, owner, lease, now, run.recoveries + 1)
             due = run.status is RunStatus.WAITING and run.wake_at is not None and run.wake_at <= now
             if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due:
                 return self._claim(run, owner, lease, now, run.recoveries)
             return None
+
+    def _hung(self, run_id: str, now: float) -> bool:
+        """Whether a task attempt of the run is past its heartbeat deadline."""
+        return any(
+            step.status is StepStatus.RUNNING and step.wake_at is not None and step.wake_at < now
+            for step in self._history.get(run_id, {}).values()
+        )
 
     def _claim(self, run: Run, owner: str, lease: float, now: float, recoveries: int) -> Run:
         claimed = dataclasses.replace(
@@ -196,7 +204,8 @@ class MemoryRuns(MemoryBase):
                 if run.status is not RunStatus.RUNNING:
                     return False
                 expired = run.lease_until is not None and run.lease_until < now
-                return expired or (run.lease_owner or "").startswith(prefix)
+                mine = (run.lease_owner or "").startswith(prefix)
+                return expired or mine or self._hung(run.id, now)
 
             return [run for run in self._runs.values() if needs_owner(run)]
 

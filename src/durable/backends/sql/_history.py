@@ -117,12 +117,19 @@ class SQLHistory(SQLBase):
         return stored, cancel
 
     def heartbeat(
-        self, run_id: str, position: int, epoch: int, attempt: int, details: bytes | None
+        self,
+        run_id: str,
+        position: int,
+        epoch: int,
+        attempt: int,
+        details: bytes | None,
+        *,
+        gap: float | None = None,
     ) -> bool:
         """See `HistoryStore.heartbeat`."""
         values = {
             "run_id": run_id, "position": position, "epoch": epoch, "attempt": attempt,
-            "details": details,
+            "details": details, "gap": gap,
         }  # fmt: skip
         statement = self._sql.heartbeat
         # Liveness and progress, rewritten every few seconds: no fsync of its own on

@@ -61,7 +61,10 @@ function renderPanel() {
     ["Started", step && formatTime(step.started_at)],
     ["Finished", step && step.finished_at && formatTime(step.finished_at)],
     ["Duration", step && formatDuration(step.duration)],
-    ["Due", step && step.wake_at && formatTime(step.wake_at)],
+    ["Due", step && step.status !== "running" && step.wake_at && formatTime(step.wake_at)],
+    // a running attempt of a task with heartbeat=: taken over if silent past this
+    ["Heartbeat due by", step && step.status === "running" && step.wake_at &&
+      formatTime(step.wake_at)],
   ]);
   const childId = node.child_id || (step && step.child_id);
   $("panel-child").hidden = !childId;
