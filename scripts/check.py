@@ -4,6 +4,12 @@
 
 Run it from the project's virtual environment. PostgreSQL tests run when
 DURABLE_TEST_POSTGRES_URL is set (CI sets it) and are skipped otherwise.
+
+Without arguments the tests run in two passes: those that start no processes on two
+pytest-xdist workers (each test has its own database or schema), then the end-to-end,
+chaos and browser tests one at a time, because they kill, stop and time real worker
+processes and a second test beside them would skew their timings. With arguments,
+pytest runs once with them.
 """
 
 from __future__ import annotations
@@ -30,7 +36,12 @@ def main() -> None:
     run(str(BIN / "mypy"))
     if not os.environ.get("DURABLE_TEST_POSTGRES_URL"):
         print("note: DURABLE_TEST_POSTGRES_URL is not set; PostgreSQL tests will be skipped")
-    run(sys.executable, "-m", "pytest", *sys.argv[1:])
+    if sys.argv[1:]:
+        run(sys.executable, "-m", "pytest", *sys.argv[1:])
+        return
+    serial = "e2e or chaos or browser"
+    run(sys.executable, "-m", "pytest", "-n", "2", "-m", f"not ({serial})")
+    run(sys.executable, "-m", "pytest", "-m", serial)
 
 
 if __name__ == "__main__":
