@@ -6,6 +6,7 @@ fill of each box, never through pixels.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import sys
 import threading
@@ -183,6 +184,7 @@ def test_a_running_task_with_progress_shows_its_bar_and_percentage(
     facts = page.facts("#panel-facts")
     assert (facts["Status"], facts["Attempts"], facts["Progress"]) == ("running", "1", "40 %")
     assert facts["Heartbeat"][:4].isdigit()
+    assert re.fullmatch(r"\d+ ms|\d+\.\d s|\d+m \d\ds", facts["Elapsed"]), facts["Elapsed"]
     assert page.find("#panel-details-box").is_displayed()
     assert '"done": 40' in page.text("#panel-details")
 

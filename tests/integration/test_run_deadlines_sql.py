@@ -1,17 +1,28 @@
 """Run deadlines on SQLite and PostgreSQL with real time and a worker (the virtual-clock
 versions are in tests/unit/test_run_deadlines.py): the deadline column stored and read
 back, a sleeping run woken at its deadline by the worker's timer sweep, its children
-cancelled, and `execute(timeout=)` raising `WorkflowTimeout` in the caller."""
+cancelled, a sync body that overruns and an async body cancelled at the deadline, and
+`execute(timeout=)` raising `WorkflowTimeout` in the caller."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import timedelta
 
 import pytest
 
 import durable
-from durable import Cancelled, RunStatus, StepKind, WorkflowTimeout, task, wait, workflow
+from durable import (
+    Cancelled,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    WorkflowTimeout,
+    task,
+    wait,
+    workflow,
+)
 from durable.core.records import RunQuery
 from durable.runtime.worker import Worker
 
@@ -99,3 +110,33 @@ def test_execute_with_a_timeout_raises_in_the_caller(engine: durable.Engine) -> 
         (StepKind.TASK, cleanup.name),
     ]
     assert engine.reread("bounded").status is RunStatus.TIMED_OUT
+
+
+def test_an_async_task_body_is_cancelled_at_the_deadline(engine: durable.Engine) -> None:
+    seen: list[str] = []
+
+    @task
+    async def endless() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    @workflow
+    async def flow() -> None:
+        try:
+            await endless()
+        finally:
+            cleanup("flow")
+
+    started = time.monotonic()
+    with pytest.raises(WorkflowTimeout):
+        durable.execute(flow, id="async-bounded", timeout=0.3)
+    assert time.monotonic() - started < 10
+    assert seen == ["cancelled"] and cleaned == ["flow"]
+    body, cleanup_step = engine.backend.load_history("async-bounded")
+    assert body.status is StepStatus.FAILED  # the position records Cancelled(timed_out)
+    error = engine.load_error(body.error or b"", "async-bounded", 0)
+    assert isinstance(error, Cancelled) and error.timed_out
+    assert cleanup_step.name == cleanup.name

@@ -67,11 +67,14 @@ RUN_COLUMNS = (
 )
 
 
-def _step_result(step: Mapping[str, Any]) -> str:
+def _step_result(step: Mapping[str, Any], now: float | None = None) -> str:
     if step.get("status") == "running":
         parts = ["running"]
         if step.get("progress") is not None:
             parts.append(f"{step['progress'] * 100:.0f}%")
+        started = _epoch(step.get("started_at"))
+        if started is not None:  # elapsed by this host's clock: for reading, not judging
+            parts.append(f"for {seconds(max(0.0, (now or time.time()) - started))}")
         if step.get("heartbeat_at"):
             parts.append(f"heartbeat {when(step['heartbeat_at'])}")
         return ", ".join(parts)
@@ -89,6 +92,16 @@ def _step_result(step: Mapping[str, Any]) -> str:
     if step.get("wake_at"):
         return f"until {when(step['wake_at'])}"
     return "-"
+
+
+def _epoch(moment: object) -> float | None:
+    """An ISO time from `durable.ops` as epoch seconds (None if it is not one)."""
+    if not isinstance(moment, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 STEP_COLUMNS = (

@@ -61,6 +61,8 @@ function renderPanel() {
     ["Started", step && formatTime(step.started_at)],
     ["Finished", step && step.finished_at && formatTime(step.finished_at)],
     ["Duration", step && formatDuration(step.duration)],
+    ["Elapsed", step && step.status === "running" && step.started_at &&
+      formatDuration(Math.max(0, Date.now() - Date.parse(step.started_at)) / 1000)],
     ["Due", step && step.status !== "running" && step.wake_at && formatTime(step.wake_at)],
     // a running attempt of a task with heartbeat=: taken over if silent past this
     ["Heartbeat due by", step && step.status === "running" && step.wake_at &&
