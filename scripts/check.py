@@ -5,10 +5,11 @@
 Run it from the project's virtual environment. PostgreSQL tests run when
 DURABLE_TEST_POSTGRES_URL is set (CI sets it) and are skipped otherwise.
 
-Without arguments the tests run in two passes: those that start no processes on two
-pytest-xdist workers (each test has its own database or schema), then the end-to-end,
-chaos and browser tests one at a time, because they kill, stop and time real worker
-processes and a second test beside them would skew their timings. With arguments,
+Without arguments the tests run in two passes: those that start no worker processes
+(the dashboard's browser tests included) on two pytest-xdist workers (each test has
+its own database or schema), then the end-to-end and chaos tests one at a time,
+because they kill, stop and time real worker processes and a second test beside them
+would skew their timings. With arguments,
 pytest runs once with them.
 """
 
@@ -39,7 +40,7 @@ def main() -> None:
     if sys.argv[1:]:
         run(sys.executable, "-m", "pytest", *sys.argv[1:])
         return
-    serial = "e2e or chaos or browser"
+    serial = "e2e or chaos"
     run(sys.executable, "-m", "pytest", "-n", "2", "-m", f"not ({serial})")
     run(sys.executable, "-m", "pytest", "-m", serial)
 
