@@ -131,20 +131,21 @@ class Activity:
             return self.timeout(self.limit)
         return None
 
+    def _run_deadline_first(self) -> bool:
+        """Whether the run's deadline ends this attempt before (or with) its own limit."""
+        deadline, ends = self.run_deadline, self.ends_at
+        return deadline is not None and (ends is None or deadline <= ends)
+
     def remaining(self) -> float | None:
         """Seconds left before this attempt must end, at its own limit or at the run's
         deadline (an async body is cancelled then)."""
-        ends = self.ends_at
-        deadline = self.run_deadline
-        if deadline is not None and (ends is None or deadline < ends):
-            ends = deadline
+        ends = self.run_deadline if self._run_deadline_first() else self.ends_at
         return None if ends is None else max(0.0, ends - self._clock.now())
 
     def expired(self) -> BaseException:
         """What an async body cancelled at the end of `remaining` raises: `Cancelled`
         for the run's deadline, else the attempt's `TaskTimeout`."""
-        deadline, ends = self.run_deadline, self.ends_at
-        if deadline is not None and (ends is None or deadline <= ends):
+        if self._run_deadline_first():
             return Cancelled(self.run_id, timed_out=True)
         return self.timeout(self.limit)
 

@@ -92,11 +92,11 @@ class Interrupts:
         self.timed_out = self.timed_out or error.timed_out
 
     def cap(self, wake_at: float | None) -> float | None:
-        """*wake_at*, brought forward to the deadline while it is not delivered."""
-        deadline = self.deadline
-        if deadline is None or self.delivered:
-            return wake_at
-        return deadline if wake_at is None or deadline < wake_at else wake_at
+        """*wake_at* (None: no end of its own), brought forward to the deadline while
+        it is not delivered."""
+        if wake_at is not None:
+            return self.until(wake_at)
+        return None if self.delivered else self.deadline
 
     def until(self, moment: float) -> float:
         """*moment*, brought forward to the deadline while it is not delivered."""
