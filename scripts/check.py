@@ -7,7 +7,9 @@ DURABLE_TEST_POSTGRES_URL is set (CI sets it) and are skipped otherwise.
 
 Without arguments the tests run in two passes: those that start no worker processes
 (the dashboard's browser tests included) on two pytest-xdist workers (each test has
-its own database or schema), then the end-to-end and chaos tests one at a time,
+its own database or schema; a file's tests stay together on one worker, in order,
+because a module-scoped fixture's database is shared by them), then the end-to-end and
+chaos tests one at a time,
 because they kill, stop and time real worker processes and a second test beside them
 would skew their timings. With arguments,
 pytest runs once with them.
@@ -41,7 +43,7 @@ def main() -> None:
         run(sys.executable, "-m", "pytest", *sys.argv[1:])
         return
     serial = "e2e or chaos"
-    run(sys.executable, "-m", "pytest", "-n", "2", "-m", f"not ({serial})")
+    run(sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-m", f"not ({serial})")
     run(sys.executable, "-m", "pytest", "-m", serial)
 
 
