@@ -35,7 +35,14 @@ class MemoryHistory(MemoryBase):
         """See `HistoryStore.record_steps`."""
         with self._lock:  # the fence is checked by the first; nothing happens in between
             self._check_open()
+            history = self._history.get(steps[0].run_id, {})
+            taken = any(
+                (found := history.get(step.position)) is not None and found.status.finished
+                for step in steps
+            )
             done = [self._record(step, epoch) for step in steps]
+            if taken:  # as SQL: the others written, then each answered as record would
+                done = [self._record(step, epoch) for step in steps]
             return [stored for stored, _ in done], any(cancel for _, cancel in done)
 
     def _record(self, step: Step, epoch: int) -> tuple[Step, bool]:
@@ -56,6 +63,7 @@ class MemoryHistory(MemoryBase):
         steps[step.position] = (
             stored
             if existing is None
+            or (existing.started_at == stored.started_at and existing.details == stored.details)
             else dataclasses.replace(
                 stored, started_at=existing.started_at, details=existing.details
             )
