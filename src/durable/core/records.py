@@ -6,7 +6,7 @@ store them without looking inside.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 
 
@@ -241,3 +241,51 @@ class RunInfo:
     task: str | None = None
     position: int | None = None
     attempt: int | None = None
+
+
+def _fill_step(
+    self: Step,
+    *,
+    run_id: str,
+    position: int,
+    kind: StepKind,
+    name: str,
+    call_hash: str,
+    status: StepStatus,
+    input: bytes | None = None,
+    output: bytes | None = None,
+    error: bytes | None = None,
+    attempts: int = 1,
+    started_at: float | None = None,
+    finished_at: float | None = None,
+    epoch: int = 0,
+    wake_at: float | None = None,
+    heartbeat_at: float | None = None,
+    details: bytes | None = None,
+) -> None:
+    """Step's constructor: the same signature as the dataclass's, but it fills the
+    slots through their descriptors instead of ``object.__setattr__`` one by one, which
+    costs a frozen dataclass about 1 us of the 3 a Step takes. A task step makes two
+    (its start and its result), on the hottest path there is."""
+    a, b, c, d, e, f, g, h, i, j, k, m, n, o, p, q = _STEP_SLOTS
+    a(self, run_id)
+    b(self, position)
+    c(self, kind)
+    d(self, name)
+    e(self, call_hash)
+    f(self, status)
+    g(self, input)
+    h(self, output)
+    i(self, error)
+    j(self, attempts)
+    k(self, started_at)
+    m(self, finished_at)
+    n(self, epoch)
+    o(self, wake_at)
+    p(self, heartbeat_at)
+    q(self, details)
+
+
+#: Step's slots' setters, in field order (`_fill_step` unpacks them in that order).
+_STEP_SLOTS = tuple(getattr(Step, field.name).__set__ for field in fields(Step))
+setattr(Step, "__init__", _fill_step)  # noqa: B010 - mypy keeps the dataclass's signature

@@ -38,7 +38,7 @@ INTERVAL = 10.0
 DETAILS_LIMIT = 16 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per attempt, made in 0.2 us instead of 1
 class TaskScope:
     """Set while a task body runs: calls are plain, `task_key()` names the position."""
 

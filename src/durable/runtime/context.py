@@ -259,10 +259,7 @@ class RunContext:
         pending.next_attempt()
         gap = pending.call.target.limits.heartbeat  # hung unless it heartbeats by then
         running = self.step_for(
-            pending,
-            StepStatus.RUNNING,
-            finished_at=None,
-            wake_at=None if gap is None else now + gap,
+            pending, StepStatus.RUNNING, wake_at=None if gap is None else now + gap
         )
         stored = self.record(running)
         return stored if stored.status.finished else None
@@ -282,26 +279,29 @@ class RunContext:
         if deferred is not None:
             self.record(deferred)
 
-    def step_for(self, pending: Pending, status: StepStatus, **outcome: Any) -> Step:
-        """The history row for *pending* with *status* and its output or error."""
+    def step_for(
+        self,
+        pending: Pending,
+        status: StepStatus,
+        *,
+        output: bytes | None = None,
+        error: bytes | None = None,
+        wake_at: float | None = None,
+    ) -> Step:
+        """The history row for *pending* with *status* and its output or error; it ended
+        now, unless it is a start (RUNNING)."""
         call = pending.call
         if pending.input is UNSET:
             pending.input = self.host.preview(call.arguments)
         now = self.host.clock.now()
-        outcome.setdefault("finished_at", now)
         return Step(
-            run_id=self.run_id,
-            position=pending.position,
-            kind=pending.kind or call.target.kind,
-            name=call.target.name,
-            call_hash=pending.digest,
-            status=status,
-            input=pending.input,
-            attempts=max(pending.attempt, 1),
+            run_id=self.run_id, position=pending.position, kind=pending.kind or call.target.kind,
+            name=call.target.name, call_hash=pending.digest, status=status, input=pending.input,
+            output=output, error=error, attempts=pending.attempt or 1,
             started_at=pending.started or now,
-            epoch=self.epoch,
-            **outcome,
-        )
+            finished_at=None if status is StepStatus.RUNNING else now,
+            epoch=self.epoch, wake_at=wake_at,
+        )  # fmt: skip
 
     def succeeded(self, pending: Pending, value: Any, *, defer: bool = False) -> Any:
         """Record *value* as the outcome of *pending* and return it.
