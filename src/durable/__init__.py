@@ -11,7 +11,7 @@ from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
 from .api.handles import Handle, cancel, dispatch, get
 from .api.heartbeats import heartbeat, last_heartbeat
-from .api.recorded import info, now, random, task_key, uuid4
+from .api.recorded import info, now, random, set_state, task_key, uuid4
 from .api.upkeep import purge, recover
 from .api.waiting import send, wait
 from .core.functions import Call
@@ -73,6 +73,7 @@ __all__ = [
     "random",
     "recover",
     "send",
+    "set_state",
     "task",
     "task_key",
     "uuid4",

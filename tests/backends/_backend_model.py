@@ -67,6 +67,8 @@ class RunView:
     waiting_on: str | None = None
     #: the run's timeout: its deadline less its creation (to the millisecond), or None.
     timeout: float | None = None
+    #: the properties snapshot its end stored (`Run.state`).
+    state: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,8 @@ class Dump:
     queued_workflows: dict[str, tuple[str, ...]]
     #: `next_wake`: None, "due" (zero or negative) or "later".
     next_wake: str | None
+    #: run -> `state(run_id)`: its latest properties snapshot.
+    published: dict[str, tuple[bytes | None] | None]
 
 
 #: The hosts `recoverable` is asked about: one with owners (h1:...), one without.
@@ -122,6 +126,7 @@ def _run_view(run: Run, now: float) -> RunView:
         wake=wake,
         waiting_on=run.waiting_on,
         timeout=None if run.deadline_at is None else round(run.deadline_at - run.created_at, 3),
+        state=run.state,
     )
 
 
@@ -190,6 +195,7 @@ def observe(backend: Backend) -> Dump:
             name: tuple(backend.queued_workflows(queues)) for name, queues in QUEUE_SETS.items()
         },
         next_wake=None if next_wake is None else "due" if next_wake <= 0 else "later",
+        published={run_id: backend.state(run_id) for run_id in OBSERVED},
     )
 
 
@@ -212,7 +218,7 @@ def describe_difference(expected: Dump, got: Dump) -> list[str]:
         lines += _sequence_difference(
             f"inbox of {run_id}", expected.events[run_id], got.events[run_id]
         )
-    for name in ("recoverable", "queued_workflows", "next_wake"):
+    for name in ("recoverable", "queued_workflows", "next_wake", "published"):
         a, b = getattr(expected, name), getattr(got, name)
         if a != b:
             lines.append(f"{name}: expected {a!r}, got {b!r}")
@@ -339,7 +345,16 @@ class Model:
             next_wake=(
                 "due" if any(r.wake == "due" for r in waiting) else "later" if waiting else None
             ),
+            published={r: self._published(r) for r in OBSERVED},
         )
+
+    def _published(self, run_id: str) -> tuple[bytes | None] | None:
+        """`state(run_id)`: the run's own snapshot, else its furthest step's."""
+        run = self.runs.get(run_id)
+        if run is None:
+            return None
+        held = [s.state for _, s in sorted(self.history.get(run_id, {}).items()) if s.state]
+        return (run.state if run.state is not None else held[-1] if held else None,)
 
     def _recoverable(self, host: str) -> tuple[str, ...]:
         def needs_owner(run_id: str, run: RunView) -> bool:
@@ -477,6 +492,7 @@ class Model:
         output: bytes | None,
         error: bytes | None,
         last_step: Step | None = None,
+        state: bytes | None = None,
     ) -> bool:
         """`Backend.finish_run`: the last step, if any, recorded with the outcome."""
         run = self.runs.get(run_id)
@@ -492,6 +508,7 @@ class Model:
             owner=None,
             lease=None,
             finished=status.finished,
+            state=run.state if state is None else state,
         )
         if status.finished:
             self._wake(run.parent, f"run:{run_id}")
@@ -698,4 +715,9 @@ def _keep_first_start(step: Step, replaced: Step | None) -> Step:
     writer is answered with its own step all the same."""
     if replaced is None:
         return step
-    return dataclasses.replace(step, started_at=replaced.started_at, details=replaced.details)
+    return dataclasses.replace(
+        step,
+        started_at=replaced.started_at,
+        details=replaced.details,
+        state=replaced.state if step.state is None else step.state,
+    )

@@ -65,13 +65,13 @@ def test_steps_fields_are_in_the_history_tables_column_order() -> None:
 def test_a_row_becomes_the_step_the_constructor_makes() -> None:
     """Equal, equally hashed, with enum kind and status, and still frozen."""
     row = ("r-1", 7, "task", "app.charge", "t1:ab", "retrying", b"ji", None, b"je", 2)
-    row += (1.5, 2.5, 3, 9.0, 4.5, b'j{"done":1}')
+    row += (1.5, 2.5, 3, 9.0, 4.5, b'j{"done":1}', b'j{"status":"new"}')
     made = _rows.step(row)
     expected = Step(
         run_id="r-1", position=7, kind=StepKind.TASK, name="app.charge", call_hash="t1:ab",
         status=StepStatus.RETRYING, input=b"ji", output=None, error=b"je", attempts=2,
         started_at=1.5, finished_at=2.5, epoch=3, wake_at=9.0, heartbeat_at=4.5,
-        details=b'j{"done":1}',
+        details=b'j{"done":1}', state=b'j{"status":"new"}',
     )  # fmt: skip
     assert made == expected and hash(made) == hash(expected)
     assert made.kind is StepKind.TASK and made.status is StepStatus.RETRYING

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
@@ -22,9 +22,17 @@ from durable.core.retry import RetryPolicy
 from durable.runtime import calls, registry
 from durable.runtime.context import RunContext, current
 
+from . import classes
+
 P = ParamSpec("P")
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
+
+
+class _Handles(Protocol[R_co]):
+    """A workflow class: its ``handle()`` is the body, its result the run's."""
+
+    def handle(self) -> R_co: ...
 
 
 class Routed(Durable[P, R_co]):
@@ -54,6 +62,8 @@ class Workflow(Routed[P, R_co]):
     """A function whose durable calls are recorded, so it can resume after a crash."""
 
     kind = StepKind.WORKFLOW
+    #: the class, for a workflow class (its instance lives for the run); else None.
+    cls: type | None = None
 
 
 class Task(Routed[P, R_co]):
@@ -62,6 +72,8 @@ class Task(Routed[P, R_co]):
     kind = StepKind.TASK
 
 
+@overload
+def workflow(fn: type[_Handles[R]], /) -> Workflow[..., R]: ...
 @overload
 def workflow(fn: Callable[P, R], /) -> Workflow[P, R]: ...
 @overload
@@ -81,8 +93,14 @@ def workflow(
     recorded by position; run it with `durable.execute`. Called directly, it is a plain
     function call and nothing is recorded.
 
+    *fn* may be a class (a workflow class): its ``__init__`` takes the run's input, its
+    ``handle(self)`` is the body and returns the run's result, and its instance's
+    attributes (but ``_private`` ones) are the run's properties, which callers read
+    with `Handle.state()` (docs/concepts/handlers.md). The class stays reachable as
+    the workflow's ``cls``.
+
     Args:
-        fn: the function (when used bare, as ``@workflow``).
+        fn: the function or class (when used bare, as ``@workflow``).
         name: the stored name; defaults to ``module.qualname``. Stored runs find their
             code by this name, so keep it stable across deploys.
         timeout: how long each run may take from its creation (a timedelta or
@@ -95,11 +113,22 @@ def workflow(
 
     Raises:
         ConfigurationError: *timeout* is not a positive duration.
+        TypeError: a class without ``handle(self)``, or with a handler whose parameters
+            are not the expected ones.
     """
     limits = TaskLimits.of(timeout, None, None, decorator="workflow")
     if fn is not None:
+        return _workflow(fn, name, limits)
+    return lambda f: _workflow(f, name, limits)
+
+
+def _workflow(fn: Any, name: str | None, limits: TaskLimits) -> Workflow[Any, Any]:
+    """A workflow from a function, or from a class (see `durable.api.classes`)."""
+    if not isinstance(fn, type):
         return Workflow(fn, name=name, limits=limits)
-    return lambda f: Workflow(f, name=name, limits=limits)
+    made: Workflow[Any, Any] = Workflow(classes.runner(fn), name=name, limits=limits)
+    made.cls = fn
+    return made
 
 
 @overload

@@ -7,8 +7,9 @@ from typing import Any, Generic, TypeVar, overload
 
 from durable.core import durations, run_options
 from durable.core.functions import Call, Durable
+from durable.core.properties import decode_state
 from durable.core.records import Run, RunStatus
-from durable.errors import NotDurableError
+from durable.errors import NotDurableError, RunNotFound
 from durable.runtime import children, joining, waits
 from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import get_engine
@@ -58,6 +59,22 @@ class Handle(Generic[R]):
     def cancel(self) -> bool:
         """Cancel the run and its children (see `cancel`)."""
         return self._host.cancel(self.id)
+
+    def state(self) -> dict[str, Any]:
+        """The properties the run published, as last stored: a workflow class's
+        attributes, or what a function workflow gave `durable.set_state`. Read from the
+        database, without running any code; ``{}`` if it published none yet.
+
+        A snapshot is stored where a stretch of the run's code ends: at its next durable
+        call (a task's start, a wait...), or as it ends.
+
+        Raises:
+            RunNotFound: no run has this id.
+        """
+        found = self._host.backend.state(self.id)
+        if found is None:
+            raise RunNotFound(f"No run has the id {self.id!r}.", run_id=self.id)
+        return decode_state(found[0])
 
     def __repr__(self) -> str:
         return f"<Handle {self.id}>"

@@ -10,9 +10,11 @@ import datetime as dt
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from durable.core.records import RunInfo, StepKind
+from durable.core.hashing import call_hash
+from durable.core.properties import encode_state
+from durable.core.records import RunInfo, Step, StepKind, StepStatus
 from durable.errors import DurableError
 from durable.runtime.activity import TaskScope
 from durable.runtime.context import RunContext, current
@@ -24,9 +26,30 @@ T = TypeVar("T")
 def _recorded(kind: StepKind, name: str, produce: Callable[[], T]) -> T:
     context = current.get()
     if isinstance(context, RunContext):
-        result: T = context.record_value(kind, name, produce)
+        result: T = _record_value(context, kind, name, produce)
         return result
     return produce()
+
+
+def _record_value(context: RunContext, kind: StepKind, name: str, produce: Callable[[], T]) -> T:
+    """Inside a workflow: the value is made once, recorded at its position, and
+    replayed afterwards."""
+    position = context.allocate()
+    digest = call_hash(kind, name, {})
+    recorded = context.decide(position, kind, name, digest)
+    if recorded is not None:
+        replayed: T = context.replayed(recorded)
+        return replayed
+    value = produce()
+    now = context.host.clock.now()
+    output = context.host.dump(value, f"the value of {name}() at position {position}")
+    step = Step(
+        run_id=context.run_id, position=position, kind=kind, name=name, call_hash=digest,
+        status=StepStatus.COMPLETED, output=output, started_at=now, finished_at=now,
+        epoch=context.epoch,
+    )  # fmt: skip
+    settled: T = context.settle(step, value)
+    return settled
 
 
 def now() -> dt.datetime:
@@ -95,3 +118,37 @@ def info() -> RunInfo | None:
             run_id=context.run_id, workflow=context.workflow, parent_id=context.parent_id
         )
     return None
+
+
+def set_state(**values: Any) -> None:
+    """Publish readable state from a function workflow: callers and operators read the
+    values with `Handle.state()`, `durable show`, the API and the dashboard.
+
+    Each call merges *values* into the run's state (JSON values). Nothing is written at
+    once and no position is taken (adding or removing a call never makes a live run
+    diverge): the state is stored with the run's next durable call (a task's start, a
+    wait...) or with its end, if it changed. Replay calls it again with the same
+    values. Outside a workflow (a plain call to the function) it does nothing.
+
+    Raises:
+        SerializationError: a value is not JSON (naming it); nothing was set.
+        TypeError: called in a task body, or in a workflow class (whose attributes are
+            its state: assign them instead).
+    """
+    context = current.get()
+    if isinstance(context, TaskScope):
+        raise TypeError(
+            "set_state() publishes a workflow's state; a task body cannot set it (return "
+            "what the workflow should publish, and call set_state() there)."
+        )
+    if not isinstance(context, RunContext):
+        return
+    properties = context.publish()
+    if properties.values is not properties.source:
+        raise TypeError(
+            "set_state() is for function workflows: a workflow class publishes its own "
+            "attributes, so assign them (self.status = ...) instead."
+        )
+    merged = {**properties.values, **values}
+    encode_state(merged, owner=f"Run {context.run_id!r}")  # refuse before keeping any
+    properties.values.update(values)

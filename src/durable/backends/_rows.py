@@ -41,6 +41,7 @@ def run(row: Sequence[Any]) -> Run:
         wake_at=row[19],
         waiting_on=row[20],
         deadline_at=row[21],
+        state=row[22],
     )
 
 
@@ -87,6 +88,7 @@ def step_params(step: Step, epoch: int) -> tuple[Any, ...]:
         step.wake_at,
         step.heartbeat_at,
         step.details,
+        step.state,
         step.run_id,
         epoch,
         step.run_id,

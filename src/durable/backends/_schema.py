@@ -50,6 +50,8 @@ runs = sa.Table(
     sa.Column("waiting_on", sa.Text),
     # Added in version 8: when the run must have ended (its timeout after creation).
     sa.Column("deadline_at", sa.Double),
+    # Added in version 9: the properties a run's code published as it ended (JSON).
+    sa.Column("state", sa.LargeBinary),
     # recover() and the lease sweep look for RUNNING runs by lease expiry.
     sa.Index("durable_runs_status_lease", "status", "lease_until"),
     sa.Index("durable_runs_created", "created_at"),
@@ -79,6 +81,9 @@ history = sa.Table(
     # task last gave it (kept across attempts, for `durable.last_heartbeat()`).
     sa.Column("heartbeat_at", sa.Double),
     sa.Column("details", sa.LargeBinary),
+    # Added in version 9: the properties snapshot taken where this step ended a stretch
+    # of workflow code that changed them (JSON; for readers, not for replay).
+    sa.Column("state", sa.LargeBinary),
     sqlite_with_rowid=False,
 )
 
@@ -217,7 +222,7 @@ _workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.crea
 _events_run_index = sa.Index("durable_events_run", events.c.run_id)
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 Execute = Callable[[str], None]
 
@@ -285,6 +290,13 @@ def _v7_to_v8(dialect: sa.Dialect, execute: Execute) -> None:
     execute(str(CreateIndex(_heartbeating_index, if_not_exists=True).compile(dialect=dialect)))
 
 
+def _v8_to_v9(dialect: sa.Dialect, execute: Execute) -> None:
+    """Workflow properties: snapshots on steps, and a run's last one."""
+    for table in (history, runs):
+        column = CreateColumn(table.c.state).compile(dialect=dialect)
+        execute(f"ALTER TABLE {table.name} ADD COLUMN {column}")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -294,6 +306,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

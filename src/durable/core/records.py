@@ -140,6 +140,9 @@ class Run:
     waiting_on: str | None = None
     #: when the run must have ended: its ``timeout`` after ``created_at``.
     deadline_at: float | None = None
+    #: the properties its code published as it ended (JSON), when its last stretch of
+    #: code changed them; the earlier snapshots are on its steps (`Step.state`).
+    state: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,6 +171,10 @@ class Step:
     #: the details the task's last written heartbeat carried (JSON), kept across its
     #: attempts: what `durable.last_heartbeat()` returns to the next attempt.
     details: bytes | None = None
+    #: the properties the workflow published (JSON: its instance's attributes, or what
+    #: `durable.set_state` set), when they changed in the code that ended here: a
+    #: snapshot for readers (`Handle.state()`), never read by replay.
+    state: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,12 +269,13 @@ def _fill_step(
     wake_at: float | None = None,
     heartbeat_at: float | None = None,
     details: bytes | None = None,
+    state: bytes | None = None,
 ) -> None:
     """Step's constructor: the same signature as the dataclass's, but it fills the
     slots through their descriptors instead of ``object.__setattr__`` one by one, which
     costs a frozen dataclass about 1 us of the 3 a Step takes. A task step makes two
     (its start and its result), on the hottest path there is."""
-    a, b, c, d, e, f, g, h, i, j, k, m, n, o, p, q = _STEP_SLOTS
+    a, b, c, d, e, f, g, h, i, j, k, m, n, o, p, q, r = _STEP_SLOTS
     a(self, run_id)
     b(self, position)
     c(self, kind)
@@ -284,6 +292,7 @@ def _fill_step(
     o(self, wake_at)
     p(self, heartbeat_at)
     q(self, details)
+    r(self, state)
 
 
 #: Step's slots' setters, in field order (`_fill_step` unpacks them in that order).

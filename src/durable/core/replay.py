@@ -61,6 +61,12 @@ class Replay:
         """The step recorded at *position*, if any."""
         return self._steps.get(position)
 
+    def last_state(self) -> bytes | None:
+        """The latest properties snapshot in the history (the step furthest on that
+        carries one), or None."""
+        held = [step for step in self._steps.values() if step.state is not None]
+        return max(held, key=lambda step: step.position).state if held else None
+
     def decide(self, position: int, kind: StepKind, name: str, call_hash: str) -> Step | None:
         """Return the step to replay at *position*, or None if the call must run.
 

@@ -26,7 +26,7 @@ run normally (see `interrupts.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -51,6 +51,7 @@ from .host import Host
 from .interrupts import ON_RETURN, Interrupts
 from .loops import in_event_loop
 from .pending import UNSET, Pending
+from .properties import Properties
 from .stops import Abandoned, Suspend
 from .turns import Turns
 
@@ -90,6 +91,8 @@ class RunContext:
         #: a task's result not written yet: it goes with the next task's start, in one
         #: commit (`begin`), or alone before any other durable call (`flush`).
         self._deferred: Step | None = None
+        #: what the run publishes for readers (`publish`), once it does.
+        self.properties: Properties | None = None
         #: taken over from an owner that died; the count resets once this run progresses.
         self._recovering = run.recoveries > 0
         if self._recovering:
@@ -221,23 +224,6 @@ class RunContext:
             self.interrupts.caught(error)  # a Cancelled reached this workflow: that was it
         raise error
 
-    def record_value(self, kind: StepKind, name: str, produce: Callable[[], Any]) -> Any:
-        """A recorded helper (`durable.now()` and friends): the value is made once."""
-        position = self.allocate()
-        digest = call_hash(kind, name, {})
-        recorded = self.decide(position, kind, name, digest)
-        if recorded is not None:
-            return self.replayed(recorded)
-        value = produce()
-        now = self.host.clock.now()
-        output = self.host.dump(value, f"the value of {name}() at position {position}")
-        step = Step(
-            run_id=self.run_id, position=position, kind=kind, name=name, call_hash=digest,
-            status=StepStatus.COMPLETED, output=output, started_at=now, finished_at=now,
-            epoch=self.epoch,
-        )  # fmt: skip
-        return self.settle(step, value)
-
     # -- outcomes ------------------------------------------------------------------------
 
     def attempt(self, pending: Pending) -> int:
@@ -275,9 +261,14 @@ class RunContext:
     def flush(self) -> None:
         """Write the deferred result, if any (before a durable call other than a task,
         and when the workflow function ends)."""
-        deferred, self._deferred = self._deferred, None
-        if deferred is not None:
-            self.record(deferred)
+        if self._deferred is not None:
+            self._write(self._deferred, None, stamp=False)
+
+    def publish(self, read: Callable[[], Mapping[str, Any]] | None = None) -> Properties:
+        """The run's published properties (*read*: a class workflow's instance's)."""
+        if self.properties is None:
+            self.properties = Properties(self.run_id, self.replay.last_state(), read)
+        return self.properties
 
     def step_for(
         self,
@@ -327,15 +318,6 @@ class RunContext:
         """Record *error* as the outcome of *pending*."""
         self.record(self.step_for(pending, StepStatus.FAILED, error=self.host.dump_error(error)))
 
-    def interrupted(self, pending: Pending, error: Cancelled) -> Cancelled:
-        """The task body at *pending* stopped at its run's cancellation or deadline (its
-        heartbeat saw it, or its async body was cancelled): that is the position's
-        outcome, so replay raises it there again."""
-        cancelled = Cancelled(self.run_id, timed_out=error.timed_out)
-        self.interrupts.caught(cancelled)
-        self.failed(pending, cancelled)
-        return cancelled
-
     def settle(self, step: Step, value: Any) -> Any:
         """Record a finished step; if another writer got there first, use its outcome."""
         stored = self.record(step)
@@ -346,10 +328,21 @@ class RunContext:
     def record(self, step: Step) -> Step:
         """Write *step* (fenced), after the deferred result if any, in one commit; learn
         of cancellation requests on the way back."""
-        deferred, self._deferred = self._deferred, None
+        deferred = self._deferred
         if deferred is not None and step.status is not StepStatus.RUNNING:
-            self.record(deferred)  # only a task's start goes in the same commit
+            self._write(deferred, None, stamp=False)  # only a task's start goes with it
             deferred = None
+        return self._write(step, deferred)
+
+    def _write(self, step: Step, deferred: Step | None, *, stamp: bool = True) -> Step:
+        """Write *step*, with the *deferred* result before it; *stamp*: carrying the
+        properties' snapshot if they changed (which may raise SerializationError:
+        nothing written). A deferred result written alone is not stamped: the code
+        after it ends at the next write, which carries the snapshot."""
+        properties = self.properties if stamp else None
+        if properties is not None:
+            step = properties.stamp(step)
+        self._deferred = None
         if faults.ARMED:  # the subject costs more to build than the check
             for each in (deferred, step):  # an outcome's checkpoint, not a task's start
                 if each is not None and each.status is not StepStatus.RUNNING:
@@ -376,6 +369,8 @@ class RunContext:
             ) from None
         if cancel:
             self.interrupts.requested = True
+        if properties is not None:
+            properties.stored(step)
         self.replay.remember(stored)
         # A task's start is no progress (a task that kills its process every time
         # starts again and again); the result that came with it is.

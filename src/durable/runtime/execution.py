@@ -25,6 +25,7 @@ from durable.errors import (
     InvalidValue,
     LeaseLost,
     NondeterminismError,
+    SerializationError,
     StorageError,
     WorkflowTimeout,
 )
@@ -112,14 +113,15 @@ def settle_value(
         context.check()
         context.replay.check_complete()
         output = host.dump(value, f"the result of run {run.id!r} ({target.name})")
+        state = None if context.properties is None else context.properties.changed()
         last = context.take_deferred()  # the last task's result: in the outcome's commit
     except BaseException as error:
         return settle_error(host, context, run, error)
     if context.interrupts.timed_out:
-        return _time_out(host, run, last)
+        return _time_out(host, run, last, state)
     faults.hit("before_complete", f"{target.kind.value}:{target.name}")
     if host.backend.finish_run(
-        run.id, run.epoch, RunStatus.COMPLETED, output=output, last_step=last
+        run.id, run.epoch, RunStatus.COMPLETED, output=output, last_step=last, state=state
     ):
         return value
     log.info("run %s: lease lost to another owner (or the run finished meanwhile)", run.id)
@@ -156,8 +158,9 @@ def settle_error(host: Host, context: RunContext, run: Run, error: BaseException
         raise fatal from None
     if fatal is not None:
         error = fatal
+    state = _last_state(context)
     if context.interrupts.timed_out and isinstance(error, Exception | Cancelled):
-        return _time_out(host, run, None)
+        return _time_out(host, run, None, state)
     if isinstance(error, Cancelled):
         status = RunStatus.CANCELLED
     elif isinstance(error, Exception):
@@ -167,12 +170,23 @@ def settle_error(host: Host, context: RunContext, run: Run, error: BaseException
         # so that another process (or a later call) resumes it at once.
         host.release_quietly(run)
         raise error
-    if host.backend.finish_run(run.id, run.epoch, status, error=host.dump_error(error)):
+    if host.backend.finish_run(
+        run.id, run.epoch, status, error=host.dump_error(error), state=state
+    ):
         raise error
     return RELEASED
 
 
-def _time_out(host: Host, run: Run, last: Step | None) -> Any:
+def _last_state(context: RunContext) -> bytes | None:
+    """The properties' snapshot a failing run ends with, if they changed and can be
+    stored (if not, the run's own error is what it ends with)."""
+    try:
+        return None if context.properties is None else context.properties.changed()
+    except SerializationError:
+        return None
+
+
+def _time_out(host: Host, run: Run, last: Step | None, state: bytes | None) -> Any:
     """End a run whose deadline was delivered: TIMED_OUT with a `WorkflowTimeout`, its
     unfinished children cancelled first (a crash in between replays to the same end)."""
     # The database's clock read twice in one insert (PostgreSQL's clock_timestamp()):
@@ -191,7 +205,12 @@ def _time_out(host: Host, run: Run, last: Step | None) -> Any:
         raise
     faults.hit("before_complete", f"workflow:{run.workflow}")
     if host.backend.finish_run(
-        run.id, run.epoch, RunStatus.TIMED_OUT, error=host.dump_error(error), last_step=last
+        run.id,
+        run.epoch,
+        RunStatus.TIMED_OUT,
+        error=host.dump_error(error),
+        last_step=last,
+        state=state,
     ):
         raise error
     return RELEASED

@@ -79,7 +79,7 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
                 raise error from raised
             continue
         except Cancelled as stopped:
-            raise context.interrupted(pending, stopped) from None
+            raise _interrupted(context, pending, stopped) from None
         except BaseException as dying:
             # The process is going down (KeyboardInterrupt, SystemExit...): as after a
             # kill, nothing more of this run may be recorded, in parallel branches
@@ -123,7 +123,7 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
                 raise error from raised
             continue
         except Cancelled as stopped:
-            raise context.interrupted(pending, stopped) from None
+            raise _interrupted(context, pending, stopped) from None
         except BaseException as dying:
             # The process is going down (KeyboardInterrupt, SystemExit...): as after a
             # kill, nothing more of this run may be recorded, in parallel branches
@@ -147,6 +147,16 @@ async def _limited(activity: Activity, body: Coroutine[Any, Any, Any]) -> Any:
         if limit.expired():
             raise activity.expired() from None
         raise
+
+
+def _interrupted(context: RunContext, pending: Pending, error: Cancelled) -> Cancelled:
+    """The task body at *pending* stopped at its run's cancellation or deadline (its
+    heartbeat saw it, or its async body was cancelled): that is the position's outcome,
+    so replay raises it there again."""
+    cancelled = Cancelled(context.run_id, timed_out=error.timed_out)
+    context.interrupts.caught(cancelled)
+    context.failed(pending, cancelled)
+    return cancelled
 
 
 def _activity(context: RunContext, pending: Pending) -> Activity:

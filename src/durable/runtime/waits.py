@@ -125,6 +125,9 @@ def _received(context: RunContext, step: Step) -> Any:
 
 def _consume(context: RunContext, step: Step, name: str) -> Step | None:
     faults.hit("before_checkpoint", f"event:{name}")
+    properties = context.properties
+    if properties is not None:
+        step = properties.stamp(step)  # the wait ends the code before it
     try:
         taken = context.host.backend.consume_event(step, context.epoch, name)
     except (LeaseLost, StorageError) as error:
@@ -134,6 +137,8 @@ def _consume(context: RunContext, step: Step, name: str) -> Step | None:
     stored, cancel = taken
     if cancel:
         context.interrupts.requested = True
+    if properties is not None:
+        properties.stored(step)
     context.replay.remember(stored)
     context.progressed()
     return stored

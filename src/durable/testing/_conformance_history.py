@@ -194,3 +194,31 @@ def check_heartbeat_is_fenced_and_reports_cancel(make: MakeBackend) -> None:
         with contextlib.suppress(LeaseLost):
             backend.heartbeat("run-1", 0, 1, 2, None)
             raise AssertionError("a finished step takes no heartbeat")
+
+
+def check_state_snapshots(make: MakeBackend) -> None:
+    """A step's properties snapshot loads back; a later write at its position without
+    one keeps it, one with a snapshot replaces it; `state` reads the run's own snapshot
+    (finish_run(state=)) first, else the furthest step's, and None for no run."""
+    with _opened(make) as backend:
+        backend.create_run(_new())
+        assert backend.state("run-1") == (None,), "a run that published nothing"
+        assert backend.state("missing") is None
+        start = _step("run-1", 0, status=StepStatus.RUNNING, output=None, finished_at=None)
+        backend.record(dataclasses.replace(start, state=b'j{"a":1}'), 1)
+        backend.record_steps(
+            [_step("run-1", 0), dataclasses.replace(_step("run-1", 1), state=b'j{"a":2}')], 1
+        )
+        first, second = backend.load_history("run-1")
+        assert first.state == b'j{"a":1}', "the result over a start keeps the start's snapshot"
+        assert second.state == b'j{"a":2}'
+        backend.record(_step("run-1", 2), 1)
+        assert backend.state("run-1") == (b'j{"a":2}',), "the furthest step that has one"
+        backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j0", state=b'j{"a":3}')
+        run = backend.get_run("run-1")
+        assert run is not None and run.state == b'j{"a":3}'
+        assert backend.state("run-1") == (b'j{"a":3}',), "the run's own snapshot first"
+        backend.create_run(_new("run-2"))
+        backend.record(_step("run-2", 0, state=b'j{"b":1}'), 1)
+        backend.finish_run("run-2", 1, RunStatus.FAILED, error=b"je")
+        assert backend.state("run-2") == (b'j{"b":1}',), "an end without one keeps the steps'"

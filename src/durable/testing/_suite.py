@@ -28,6 +28,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     history.check_heartbeat_is_fenced_and_reports_cancel,
     history.check_hung_attempt_makes_its_run_claimable,
     history.check_claim_fences_old_owner,
+    history.check_state_snapshots,
     runs.check_finish_run,
     runs.check_finish_failed,
     runs.check_run_deadline,

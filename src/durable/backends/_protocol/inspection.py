@@ -46,6 +46,12 @@ class InspectionStore(Protocol):
         """The actions recorded on a run, oldest first."""
         ...
 
+    def state(self, run_id: str) -> tuple[bytes | None] | None:
+        """The run's latest properties snapshot (JSON), read without running its code:
+        `Run.state` if its end wrote one, else the last step's that has one. ``(None,)``
+        if it never published any; None if no run has this id."""
+        ...
+
     def record_action(self, run_id: str, action: str, *, actor: str | None, detail: str) -> Action:
         """Append an operator's action on a run to the actions log, stamped with the
         backend's clock. *detail* is JSON text. Each action gets a larger id than the

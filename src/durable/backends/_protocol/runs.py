@@ -103,12 +103,16 @@ class RunStore(Protocol):
         output: bytes | None = None,
         error: bytes | None = None,
         last_step: Step | None = None,
+        state: bytes | None = None,
     ) -> bool:
         """Set the run's outcome and drop its lease, fenced by *epoch*.
 
         *last_step*: the step whose result the outcome follows from (the last task's,
         not written yet), recorded in the same commit as `HistoryStore.record` would
         record it: no commit of its own for it (see docs/architecture.md).
+
+        *state*: the properties snapshot the run's last stretch of code made (`Run.state`,
+        in the same commit); None keeps the stored one.
 
         *status* is COMPLETED, FAILED, CANCELLED or DEAD (terminal: only
         an operator's `retry_run` changes FAILED or DEAD again)

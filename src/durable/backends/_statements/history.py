@@ -21,7 +21,7 @@ from .base import UNFINISHED_STEP, Compiler, Statement, bind
 
 #: What recording over an unfinished (running, retrying or waiting) step replaces: everything
 #: but its key, first start and heartbeat details (kept for the next attempt), so a
-#: cancellation marker can take a wait's place.
+#: cancellation marker can take a wait's place; its properties snapshot only by another.
 UPDATED_ON_RECORD = (
     "kind",
     "name",
@@ -35,6 +35,7 @@ UPDATED_ON_RECORD = (
     "epoch",
     "wake_at",
     "heartbeat_at",
+    "state",
 )
 
 #: The record statement's parameters, in the order `_rows.step_params` builds them.
@@ -97,9 +98,13 @@ class HistoryStatements(Compiler):
         insert = self._insert(history).from_select(
             [c.name for c in history.c], sa.select(*step).where(sa.exists().where(*fence))
         )
+        replaced: dict[str, Any] = {name: insert.excluded[name] for name in UPDATED_ON_RECORD}
+        # A snapshot comes with the step that ended the code that changed it; a later
+        # write at the position without one (its result after its start) keeps it.
+        replaced["state"] = sa.func.coalesce(insert.excluded.state, h.state)
         return insert.on_conflict_do_update(
             index_elements=[h.run_id, h.position],
-            set_={name: insert.excluded[name] for name in UPDATED_ON_RECORD},
+            set_=replaced,
             where=h.status.in_(UNFINISHED_STEP),
         )
 

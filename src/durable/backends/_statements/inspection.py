@@ -122,6 +122,18 @@ class InspectionStatements(Compiler):
             .returning(*actions.c)
         )
         self.actions = self.compile(sa.select(*actions.c).where(a.run_id == run_id).order_by(a.id))
+        # The latest properties snapshot: the run's own (written as it ended), else its
+        # last step's that has one (the primary key walked backwards from its end).
+        latest = (
+            sa.select(h.state)
+            .where(h.run_id == r.id, h.state.is_not(None))
+            .order_by(h.position.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        self.state = self.compile(
+            sa.select(sa.func.coalesce(r.state, latest)).where(r.id == run_id)
+        )
         self._define_purge()
 
     def _define_attempts(self, run_id: Any) -> None:

@@ -96,6 +96,7 @@ class RunStatements(Compiler):
                 output=bind("output", r.output),
                 error=bind("error", r.error),
                 finished_at=now,
+                state=sa.func.coalesce(bind("state", r.state), r.state),
                 **ended,
             )
         )
@@ -193,8 +194,8 @@ class RunStatements(Compiler):
         """PostgreSQL: many outcomes in one statement, their columns as arrays. Group
         commit (see _group.py) uses it instead of one statement per finished run."""
         r = runs.c
-        names = ["id", "epoch", "status", "output", "error"]
-        v = self._unnest([r.id, r.epoch, r.status, r.output, r.error], names)
+        columns = [r.id, r.epoch, r.status, r.output, r.error, r.state]
+        v = self._unnest(columns, [c.name for c in columns])
         self.finish_many = self._finishing(
             sa.update(runs)
             .where(r.id == v.c.id, r.epoch == v.c.epoch, r.status.notin_(FINISHED))
@@ -202,10 +203,9 @@ class RunStatements(Compiler):
                 status=v.c.status,
                 output=v.c.output,
                 error=v.c.error,
-                lease_owner=sa.null(),
-                lease_until=sa.null(),
-                updated_at=self._now,
-                finished_at=self._now,
+                state=sa.func.coalesce(v.c.state, r.state),
+                **dict.fromkeys(("lease_owner", "lease_until"), sa.null()),
+                **dict.fromkeys(("updated_at", "finished_at"), self._now),
             )
         )
 

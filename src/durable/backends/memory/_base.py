@@ -3,6 +3,7 @@ clock, and its in-process hub."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 
@@ -42,3 +43,19 @@ class MemoryBase:
     def _notify(self, topics: list[str]) -> None:
         for topic in topics:
             self._hub.notify(topic)
+
+
+def written_over(stored: Step, existing: Step | None) -> Step:
+    """*stored* as it is kept over the unfinished step *existing* at its position (as
+    SQL's `UPDATED_ON_RECORD`): with the first start, the heartbeat details, and the
+    properties snapshot unless it brings one."""
+    if existing is None:
+        return stored
+    kept: dict[str, object] = {}
+    if existing.started_at != stored.started_at:
+        kept["started_at"] = existing.started_at
+    if existing.details != stored.details:
+        kept["details"] = existing.details
+    if stored.state is None and existing.state is not None:
+        kept["state"] = existing.state
+    return dataclasses.replace(stored, **kept) if kept else stored  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from durable.core.records import Step, StepStatus
 from durable.errors import LeaseLost
 
-from ._base import MemoryBase
+from ._base import MemoryBase, written_over
 
 
 class MemoryHistory(MemoryBase):
@@ -58,16 +58,7 @@ class MemoryHistory(MemoryBase):
         if existing is not None and existing.status.finished:
             return existing, run.cancel_requested
         stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
-        # As in SQL (UPDATED_ON_RECORD): a running, retrying or waiting position written
-        # over keeps its first start.
-        steps[step.position] = (
-            stored
-            if existing is None
-            or (existing.started_at == stored.started_at and existing.details == stored.details)
-            else dataclasses.replace(
-                stored, started_at=existing.started_at, details=existing.details
-            )
-        )
+        steps[step.position] = written_over(stored, existing)
         return stored, run.cancel_requested
 
     def heartbeat(

@@ -158,6 +158,19 @@ class MemoryInspection(MemoryBase):
             self._check_open()
             return [action for action in self._actions if action.run_id == run_id]
 
+    def state(self, run_id: str) -> tuple[bytes | None] | None:
+        """See `InspectionStore.state`."""
+        with self._lock:
+            self._check_open()
+            run = self._runs.get(run_id)
+            if run is None:
+                return None
+            if run.state is not None:
+                return (run.state,)
+            steps = self._history.get(run_id, {})
+            snapshots = (steps[p].state for p in sorted(steps, reverse=True))
+            return (next((state for state in snapshots if state is not None), None),)
+
     def purge(self, *, finished_before: float, limit: int, dry_run: bool = False) -> int:
         """See `InspectionStore.purge`."""
         if limit < 1:

@@ -72,6 +72,7 @@ class MemoryRuns(MemoryBase):
         output: bytes | None = None,
         error: bytes | None = None,
         last_step: Step | None = None,
+        state: bytes | None = None,
     ) -> bool:
         """See `RunStore.finish_run`."""
         with self._lock:
@@ -91,6 +92,7 @@ class MemoryRuns(MemoryBase):
                 lease_until=None,
                 updated_at=now,
                 finished_at=now if status.finished else None,
+                state=run.state if state is None else state,
             )
             woken = self._wake(run.parent_id, f"run:{run_id}") if status.finished else []
         self._notify([f"run:{run_id}", *woken])

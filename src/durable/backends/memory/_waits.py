@@ -15,7 +15,7 @@ from durable.backends._protocol.waits import TIMERS
 from durable.core.records import Event, RunStatus, Step, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
-from ._base import MemoryBase
+from ._base import MemoryBase, written_over
 
 
 class MemoryWaits(MemoryBase):
@@ -169,11 +169,7 @@ class MemoryWaits(MemoryBase):
                 epoch=epoch,
             )
             # As in `record`: a waiting position written over keeps its first start.
-            self._history[step.run_id][step.position] = (
-                stored
-                if existing is None
-                else dataclasses.replace(stored, started_at=existing.started_at)
-            )
+            self._history[step.run_id][step.position] = written_over(stored, existing)
             return stored, run.cancel_requested
 
     def events(self, run_id: str) -> Sequence[Event]:

@@ -138,6 +138,14 @@ class SQLInspection(SQLBase):
             ],
         )
 
+    def state(self, run_id: str) -> tuple[bytes | None] | None:
+        """See `InspectionStore.state`."""
+        row = self._db.run(
+            f"Reading the state of run {run_id!r}",
+            lambda conn, _: self._execute(conn, self._sql.state, {"id": run_id}).fetchone(),
+        )
+        return None if row is None else (row[0],)
+
     def purge(self, *, finished_before: float, limit: int, dry_run: bool = False) -> int:
         """See `InspectionStore.purge`. Finding the runs and deleting them is one
         transaction (``BEGIN IMMEDIATE`` on SQLite); a dry run only reads.

@@ -127,11 +127,12 @@ class SQLRuns(SQLBase):
         output: bytes | None = None,
         error: bytes | None = None,
         last_step: Step | None = None,
+        state: bytes | None = None,
     ) -> bool:
         """See `RunStore.finish_run`."""
         if last_step is not None and status is not RunStatus.BLOCKED:
             return self._finish_recording(
-                run_id, epoch, status, output=output, error=error, step=last_step
+                run_id, epoch, status, output=output, error=error, step=last_step, state=state
             )
         if status is RunStatus.BLOCKED:
             statement = self._sql.block_run
@@ -144,6 +145,7 @@ class SQLRuns(SQLBase):
                 "status": status.value,
                 "output": output,
                 "error": error,
+                "state": state,
             }
 
         if status is RunStatus.BLOCKED:  # rare: no need to batch it
@@ -188,12 +190,13 @@ class SQLRuns(SQLBase):
         output: bytes | None,
         error: bytes | None,
         step: Step,
+        state: bytes | None,
     ) -> bool:
         """`finish_run` with the run's last step, in one commit (synced: the step's
         result is not implied by the history, unlike a relaxed outcome's)."""
         values: dict[str, Any] = {
             "id": run_id, "epoch": epoch, "status": status.value, "output": output,
-            "error": error,
+            "error": error, "state": state,
         }  # fmt: skip
         statement = self._sql.finish_run_recording
         if statement is not None:  # PostgreSQL: one statement
@@ -223,7 +226,7 @@ class SQLRuns(SQLBase):
         order = self._sql.finish_run.order
         columns = {
             f"{name}s": [write.params[order.index(name)] for write in batch]
-            for name in ("id", "epoch", "status", "output", "error")
+            for name in ("id", "epoch", "status", "output", "error", "state")
         }
         try:
             rows = self._db.run(
