@@ -10,12 +10,11 @@ reaches the same properties writes none again.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from durable.core.properties import encode_state
-from durable.core.records import Step
+from durable.core.records import Step, evolve
 
 
 class Properties:
@@ -47,7 +46,7 @@ class Properties:
     def stamp(self, step: Step) -> Step:
         """*step*, carrying the snapshot if the properties changed."""
         encoded = self.changed()
-        return step if encoded is None else dataclasses.replace(step, state=encoded)
+        return step if encoded is None else evolve(step, state=encoded)
 
     def stored(self, step: Step) -> None:
         """*step* was written: its snapshot, if any, is now the last stored."""

@@ -3,13 +3,12 @@ clock, and its in-process hub."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import threading
 
 from durable.backends._hub import Hub
 from durable.core.clock import Clock
-from durable.core.records import Action, Event, Outcome, Run, Step
+from durable.core.records import Action, Event, Outcome, Run, Step, evolve
 from durable.errors import StorageError
 
 
@@ -58,4 +57,4 @@ def written_over(stored: Step, existing: Step | None) -> Step:
         kept["details"] = existing.details
     if stored.state is None and existing.state is not None:
         kept["state"] = existing.state
-    return dataclasses.replace(stored, **kept) if kept else stored  # type: ignore[arg-type]
+    return evolve(stored, **kept) if kept else stored
