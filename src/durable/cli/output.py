@@ -257,7 +257,8 @@ ACTION_COLUMNS = (
 
 
 def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> str:
-    """A RunDetail for people: key/value lines, then the traceback and the actions."""
+    """A RunDetail for people: key/value lines, then its properties (state), the
+    traceback and the actions."""
     status = run["status"]
     if run.get("cancel_requested") and status not in FINISHED:
         status += " (cancel requested)"  # a finished run's status says how it ended
@@ -285,6 +286,9 @@ def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> st
     if run.get("error"):
         lines.append(("error", error_line(run["error"])))
     text = pairs(lines)
+    if run.get("state"):  # the properties the run published, as last stored
+        shown = pairs((str(key), _json_text(value)) for key, value in run["state"].items())
+        text += "\n\nstate:\n" + "\n".join("  " + line for line in shown.splitlines())
     traceback = (run.get("error") or {}).get("traceback")
     if traceback:
         text += "\n\ntraceback:\n" + "\n".join("  " + line for line in traceback.splitlines())
@@ -302,6 +306,14 @@ def waiting_text(waiting: Mapping[str, Any]) -> str:
     if waiting.get("kind") == "run":
         return f"run {waiting.get('run')}"
     return f"timer {until}".strip()
+
+
+def _json_text(value: Any) -> str:
+    """A property's value as JSON: on one line if short, else indented."""
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    if len(text) <= 100:
+        return text
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def _value_text(value: Any) -> str:

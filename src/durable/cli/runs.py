@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from .output import (
     table,
     when,
 )
+from .properties import changes, columns_with_state
 from .purge import is_age, parse_age
 
 STATUSES = [status.value for status in RunStatus]
@@ -279,7 +280,8 @@ def add_commands(commands: Any) -> None:
         "show",
         "one run: status, input, outcome, what it waits on",
         "Show one run: its status, input, output or error (with traceback), timings, what\n"
-        "it waits on, its children, and who acted on it.",
+        "it waits on, its children, the properties it published (state), and who acted\n"
+        "on it.",
         SHOW_EXAMPLES,
     )
     show.add_argument("run_id", metavar="ID", help="the run's id")
@@ -290,7 +292,8 @@ def add_commands(commands: Any) -> None:
         "history",
         "a run's recorded steps, one line per position",
         "List the steps a run recorded, one per position: tasks, child workflows, waits,\n"
-        "events, sends, with attempts, duration and a preview of the output or error.",
+        "events, sends, with attempts, duration and a preview of the output or error.\n"
+        "For a run that publishes properties, STATE shows what changed at each step.",
         HISTORY_EXAMPLES,
     )
     history.add_argument("run_id", metavar="ID", help="the run's id")
@@ -346,7 +349,12 @@ def run_history(args: argparse.Namespace) -> int:
     """`durable history ID`: the run's steps in position order."""
     with operations(args) as ops:
         steps = ops.history(args.run_id)
-    print_items({"items": steps}, args.output, STEP_COLUMNS, empty="No steps recorded yet.")
+    columns: Sequence[Column] = STEP_COLUMNS
+    rows: Sequence[Mapping[str, Any]] = steps
+    if args.output == "table" and any(step.get("state") is not None for step in steps):
+        columns, rows = columns_with_state(STEP_COLUMNS), changes(steps)
+    answer = {"items": steps}
+    print_items(answer, args.output, columns, items=rows, empty="No steps recorded yet.")
     return 0
 
 

@@ -120,13 +120,18 @@ class Operations:
         return self.backend.count_runs(query)
 
     def get_run(self, run_id: str) -> dict[str, Any]:
-        """One run in full (RunDetail), with the ids of its child runs."""
+        """One run in full (RunDetail), with the ids of its child runs and its latest
+        properties (read on their own, not from the whole history)."""
         run = self._run(run_id)
         children = self.backend.list_runs(RunQuery(parent_id=run_id), limit=MAX_LIMIT)
-        return _views.run_detail(run, sorted(child.id for child in children))
+        snapshot = self.backend.state(run_id)
+        return _views.run_detail(
+            run, sorted(child.id for child in children), None if snapshot is None else snapshot[0]
+        )
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
-        """Every recorded position of a run, in order (Step shapes)."""
+        """Every recorded position of a run, in order (Step shapes); a step whose code
+        changed the run's properties carries the new snapshot (``state``)."""
         self._run(run_id)
         return _views.steps(self.backend.load_history(run_id))
 

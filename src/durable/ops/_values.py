@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from durable.core.serde import JSON, loads
-from durable.core.viewing import unreadable
+from durable.core.viewing import DEPTH, unreadable
 from durable.errors import DurableError
 
 #: Values whose JSON is longer than this are cut to this many characters.
@@ -65,6 +65,39 @@ def value(data: bytes | None) -> Any:
         return unreadable(f"the payload is corrupt: {error}")
     except Exception as error:  # a view must never fail; say what happened instead
         return unreadable(f"it cannot be shown ({type(error).__name__})")
+
+
+def state(data: bytes | None) -> dict[str, Any] | None:
+    """A stored properties snapshot (`durable.core.properties`) as a JSON object, each
+    property's value cut like any other (`PREVIEW`); None stays None. Read as the plain
+    JSON it is (no type tags), never failing: what cannot be read shows as
+    ``{"unreadable": reason}``, and so does nesting deeper than `DEPTH`."""
+    if data is None:
+        return None
+    raw = bytes(data)
+    try:
+        parsed = json.loads(raw[1:] if raw[:1] == b"j" else raw)
+    except RecursionError:
+        return unreadable("the snapshot is nested too deeply to read")
+    except ValueError as failure:  # not JSON, not UTF-8, an integer too long
+        return unreadable(f"the snapshot is corrupt: {failure}")
+    if not isinstance(parsed, dict):
+        return unreadable(f"the snapshot is not a JSON object but {type(parsed).__name__}")
+    try:
+        return {_text(str(key)): _cut(_shallow(inner, 1)) for key, inner in parsed.items()}
+    except Exception as failure:  # a view must never fail; say what happened instead
+        return unreadable(f"the snapshot cannot be shown ({type(failure).__name__})")
+
+
+def _shallow(item: Any, depth: int) -> Any:
+    """Parsed JSON as `plain` shows it, cut off `DEPTH` levels down."""
+    if not isinstance(item, dict | list):
+        return plain(item)
+    if depth >= DEPTH:
+        return unreadable(f"nested deeper than {DEPTH} levels; not shown")
+    if isinstance(item, list):
+        return [_shallow(inner, depth + 1) for inner in item]
+    return {_text(str(key)): _shallow(inner, depth + 1) for key, inner in item.items()}
 
 
 def plain(item: Any) -> Any:

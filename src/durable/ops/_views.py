@@ -8,7 +8,7 @@ from typing import Any
 
 from durable.core.records import Action, Event, Run, Step, StepKind, StepStatus
 
-from ._values import duration, error, iso, value
+from ._values import duration, error, iso, state, value
 
 _CHILD_KINDS = (StepKind.WORKFLOW, StepKind.DISPATCH)
 
@@ -34,8 +34,9 @@ def run_summary(run: Run) -> dict[str, Any]:
     }
 
 
-def run_detail(run: Run, children: Sequence[str]) -> dict[str, Any]:
-    """One run in full: its summary, input, outcome, what it waits on, its children."""
+def run_detail(run: Run, children: Sequence[str], snapshot: bytes | None = None) -> dict[str, Any]:
+    """One run in full: its summary, input, outcome, what it waits on, its children,
+    and its properties: *snapshot*, the latest it published (`InspectionStore.state`)."""
     return {
         **run_summary(run),
         "input": value(run.input),
@@ -43,6 +44,7 @@ def run_detail(run: Run, children: Sequence[str]) -> dict[str, Any]:
         "error": error(run.error),
         "waiting": waiting(run),
         "children": list(children),
+        "state": state(snapshot) or {},
     }
 
 
@@ -127,6 +129,7 @@ def _step(step: Step, group: int) -> dict[str, Any]:
         "error": failure,
         "child_id": child,
         "group": group,
+        "state": state(step.state),
     }
 
 

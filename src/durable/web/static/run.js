@@ -1,5 +1,6 @@
 /* The page of one run (#/runs/<id>): header, actions, the event form, input/output/
-   error, the graph, the timeline, the history, and the actions and events recorded. */
+   error, the properties it published (state), the graph, the timeline, the history
+   (marking where the state changed), and the actions and events recorded. */
 
 import {
   $, cells, chip, confirmAction, el, formatDuration, formatTime, notice, pretty,
@@ -141,8 +142,13 @@ function renderRun(run, showEventForm) {
   // not timed_out: its deadline has passed, so a retried run would time out at once
   $("retry-run").hidden = session.read_only || !["failed", "dead"].includes(run.status);
   showEventForm(run.waiting && run.waiting.kind === "event" ? run.waiting.event : null);
+  renderState(run.state || {});
   drawTimeline($("timeline-box"), run);
-  syncRows($("history-body"), run.history || [], (step) => step.position, fillStep);
+  const history = run.history || [];
+  const changes = stateChanges(history);
+  $("history-body").closest("table").classList.toggle("no-state", changes.size === 0);
+  syncRows($("history-body"), history, (step) => step.position,
+    (row, step) => fillStep(row, step, changes.get(step.position)));
   listRows("actions", run.actions || [], (action) => action.id, fillAction);
   listRows("events", run.events || [], (sent) => sent.id, fillEvent);
 }
@@ -174,6 +180,38 @@ function renderChildren(children) {
   box.replaceChildren(...parts);
 }
 
+/* The run's properties as last stored, one row each (hidden when it has none). */
+function renderState(state) {
+  const entries = Object.entries(state);
+  $("run-state-box").hidden = entries.length === 0;
+  syncRows($("state-body"), entries, ([key]) => key, (row, [key, value]) => {
+    if (row.cells.length === 0) row.append(el("th", null, { scope: "row" }), el("td"));
+    const [name, shown] = Array.from(row.cells);
+    name.textContent = key;
+    shown.textContent = JSON.stringify(value);
+    shown.setAttribute("class", "mono");
+  });
+}
+
+/* position -> what the step's snapshot changed since the one before it ("key=value"
+   as JSON, "-key" for a property gone), for the steps that stored one. */
+function stateChanges(history) {
+  const changes = new Map();
+  let before = {};
+  for (const step of history) {
+    const state = step.state;
+    if (!state || typeof state !== "object") continue;
+    const changed = Object.entries(state)
+      .filter(([key, value]) => !(key in before) ||
+        JSON.stringify(before[key]) !== JSON.stringify(value))
+      .map(([key, value]) => `${key}=${JSON.stringify(value)}`);
+    for (const key of Object.keys(before)) if (!(key in state)) changed.push(`-${key}`);
+    changes.set(step.position, changed.join(", ") || "(unchanged)");
+    before = state;
+  }
+  return changes;
+}
+
 /* syncRows for a table that gives way to a "none yet" line when it is empty. */
 function listRows(name, items, keyOf, fill) {
   const body = $(`${name}-body`);
@@ -182,8 +220,8 @@ function listRows(name, items, keyOf, fill) {
   $(`${name}-empty`).hidden = items.length > 0;
 }
 
-function fillStep(row, step) {
-  const [position, kind, name, status, attempts, started, duration] = cells(row, 7);
+function fillStep(row, step, changed) {
+  const [position, kind, name, status, attempts, started, duration, state] = cells(row, 8);
   position.textContent = step.position;
   kind.textContent = step.kind;
   if (step.child_id) name.replaceChildren(step.name + " → ", runLink(step.child_id));
@@ -193,6 +231,12 @@ function fillStep(row, step) {
   attempts.textContent = step.attempts;
   timeCell(started, step.started_at);
   duration.textContent = formatDuration(step.duration);
+  // where the step's code changed the run's properties: what changed (all of them in
+  // the tooltip)
+  state.setAttribute("class", changed === undefined ? "state-col" : "state-col mono changed");
+  state.textContent = changed === undefined ? "" : changed;
+  if (changed === undefined) state.removeAttribute("title");
+  else state.setAttribute("title", JSON.stringify(step.state));
 }
 
 function fillAction(row, action) {
