@@ -33,6 +33,10 @@ Every measurement uses a fresh SQLite file (on a real disk) or PostgreSQL schema
 5. us_per_heartbeat_call: one task body calls `durable.heartbeat(details)` 200,000
    times in a tight loop (the first call writes, the others are throttled): its time /
    200,000. Target: under 2 us. Medians of three.
+6. class_over_function: the workload of 1 (after the warm-up, 200 workflows of 10
+   steps, wall time / 2000) as a workflow class whose properties change at every step
+   (a snapshot stored with every step), and as the function workflow of 1, alternately
+   on fresh databases (class, function, class...): the medians' ratio. Target: 1.2.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ TARGETS = {
     "flat_tolerance": 1.25,  # longest/shortest and last/first 10%: at most this ratio
     "ms_replay_1000_steps": 20,
     "us_per_heartbeat_call": 2,
+    "class_over_function": 1.2,
 }
 
 
@@ -110,6 +115,20 @@ def steps(n: int) -> int:
     for i in range(n):
         step(i)
     return n
+
+
+@workflow(name="bench.class_steps")
+class ClassSteps:
+    """Measurement 6: `steps` as a workflow class whose properties change every step."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.done, self.last = n, 0, -1
+
+    def handle(self) -> int:
+        for i in range(self.n):
+            self.last = step(i)
+            self.done += 1
+        return self.n
 
 
 HEARTBEATS = 200_000  # measurement 5: calls in one task body
@@ -224,6 +243,26 @@ class Bench:
             | summary("us_fixed_per_workflow", fixed)
             | summary("us_per_step_200x10_concurrent", concurrent)
             | {"throughput_workflows": plan.workflows, "concurrent_threads": THREADS}
+        )
+
+    def class_cost(self) -> dict[str, Any]:
+        """Measurement 6: a workflow class's per-step cost over a function's."""
+        values: dict[str, list[float]] = {"class": [], "function": []}
+        for _ in range(self.plan.reps):
+            for name, target in (("class", ClassSteps), ("function", steps)):
+                with self.fresh() as url, contextlib.closing(durable.configure(url)):
+                    for count in (self.plan.warmup, self.plan.workflows):
+                        start = time.perf_counter()
+                        for _ in range(count):
+                            execute(target, 10)
+                    per_step = (time.perf_counter() - start) / (count * 10) * 1e6
+                values[name].append(per_step)
+        ratio = statistics.median(values["class"]) / statistics.median(values["function"])
+        log(f"  class workflow: {ratio:.3f}x a function workflow per step")
+        return (
+            summary("us_per_step_class", values["class"])
+            | summary("us_per_step_function", values["function"])
+            | {"class_over_function": round(ratio, 3)}
         )
 
     def heartbeat_cost(self) -> dict[str, Any]:
@@ -356,6 +395,7 @@ class Bench:
             "raw_floor_us": self.raw_floor(),
         }
         result |= self.throughput() | self.lengths() | self.resume() | self.heartbeat_cost()
+        result |= self.class_cost()
         result |= {"targets": TARGETS}
         if result["raw_floor_us"] is not None:
             # The disk's commit latency swings run to run; what the library adds does not.
@@ -380,6 +420,7 @@ def verdicts(r: dict[str, Any]) -> dict[str, bool | None]:
         "flat_to_10000_steps": flat <= TARGETS["flat_tolerance"] if long_enough else None,
         "replay_1000_steps": replay if r["resume_steps"] == 1_000 else None,
         "heartbeat_call": r["us_per_heartbeat_call"] < TARGETS["us_per_heartbeat_call"],
+        "class_over_function": r["class_over_function"] <= TARGETS["class_over_function"],
     }
 
 

@@ -316,3 +316,13 @@ def test_a_handler_with_the_wrong_signature_is_refused() -> None:
             def handle(self) -> None: ...
 
             def on_event(self, name: str) -> None: ...
+
+
+def test_a_class_with_slots_and_no_dict_is_refused() -> None:
+    with pytest.raises(TypeError, match="uses __slots__"):
+
+        @workflow
+        class Slotted:
+            __slots__ = ("a",)
+
+            def handle(self) -> None: ...

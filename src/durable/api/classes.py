@@ -39,7 +39,7 @@ def runner(cls: type) -> Callable[..., Any]:
         instance = cls(*args, **kwargs)
         context = current.get()
         if isinstance(context, RunContext):
-            context.publish(lambda: public(_attributes(instance, cls)))
+            context.publish(lambda: public(vars(instance)))
         return instance
 
     if inspect.iscoroutinefunction(cls.handle):  # type: ignore[attr-defined]
@@ -61,17 +61,6 @@ def runner(cls: type) -> Callable[..., Any]:
     return run
 
 
-def _attributes(instance: object, cls: type) -> dict[str, Any]:
-    try:
-        return vars(instance)
-    except TypeError:
-        raise TypeError(
-            f"Workflow class {cls.__qualname__} keeps no attributes in a __dict__ (it "
-            "uses __slots__): a workflow's properties are its instance's attributes; "
-            "drop __slots__."
-        ) from None
-
-
 def check_class(cls: type) -> None:
     """Refuse, at decoration time, a class that cannot be a workflow.
 
@@ -87,6 +76,11 @@ def check_class(cls: type) -> None:
             "workflow's body, called once the instance is made from the run's input."
         )
     _check_parameters(where, "handle", handle, ())
+    if "__slots__" in vars(cls) and not any("__dict__" in vars(k) for k in cls.__mro__[:-1]):
+        raise TypeError(
+            f"Workflow class {where} keeps no attributes in a __dict__ (it uses __slots__): "
+            "a workflow's properties are its instance's attributes; drop __slots__."
+        )
     for name, expected in HANDLERS.items():
         method = getattr(cls, name, None)
         if method is None:

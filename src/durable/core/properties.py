@@ -19,6 +19,8 @@ from durable.errors import SerializationError
 #: The most a snapshot may take, encoded as JSON.
 STATE_LIMIT = 64 * 1024
 
+#: made once: `json.dumps` builds an encoder per call (a third of a snapshot's cost).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
 _JSON = "JSON (dicts with string keys, lists, strings, finite numbers, booleans, None)"
 
 
@@ -35,7 +37,7 @@ def encode_state(values: Mapping[str, Any], *, owner: str) -> bytes:
         SerializationError: a property is not JSON (naming it), or the whole is too large.
     """
     try:
-        text = json.dumps(values, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(values)
     except (TypeError, ValueError):
         raise _refused(values, owner) from None
     encoded = b"j" + text.encode()
