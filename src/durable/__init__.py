@@ -15,7 +15,7 @@ from .api.recorded import info, now, random, set_state, task_key, uuid4
 from .api.upkeep import purge, recover
 from .api.waiting import send, wait
 from .core.functions import Call
-from .core.records import Run, RunInfo, RunStatus, Step, StepKind, StepStatus
+from .core.records import Run, RunInfo, RunStatus, Step, StepKind, StepStatus, TaskInfo
 from .core.retry import RetryPolicy
 from .errors import (
     Cancelled,
@@ -50,6 +50,7 @@ __all__ = [
     "StepKind",
     "StepStatus",
     "Task",
+    "TaskInfo",
     "TaskTimeout",
     "WaitTimeout",
     "Worker",

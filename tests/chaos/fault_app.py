@@ -8,7 +8,7 @@ count how often each body ran and which execution's result was recorded.
 from __future__ import annotations
 
 import durable
-from durable import dispatch, execute, send, task, wait, workflow
+from durable import TaskInfo, dispatch, execute, send, task, wait, workflow
 from tests.e2e.workers_app import ledger
 
 
@@ -51,6 +51,37 @@ def bounded(i: int) -> str:
         return "woke"
     finally:
         effect(i, 1)
+
+
+@workflow
+class SeedOrder:
+    """Seed 000's example as a workflow class: three tasks in parallel, then a fourth;
+    its ``on_start`` and ``on_success`` hooks keep a log and a total in its properties."""
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+        self.log: list[str] = []
+        self.total = 0
+
+    def handle(self) -> int:
+        execute(effect.bind(self.i, 1), effect.bind(self.i, 2), effect.bind(self.i, 3))
+        self.log.append("after the three")
+        effect(self.i, 4)
+        return self.total
+
+    def on_start(self, task: TaskInfo) -> None:
+        self.log.append(f"start {task.position}")
+
+    def on_success(self, task: TaskInfo, output: dict[str, int]) -> None:
+        self.log.append(f"success {task.position}")
+        self.total += output["value"]
+
+
+def seed_expected(i: int) -> dict[str, object]:
+    """The properties `SeedOrder(i)` ends with, computed without durable."""
+    log = [f"start {p}" for p in range(3)] + [f"success {p}" for p in range(3)]
+    log += ["after the three", "start 3", "success 3"]
+    return {"i": i, "log": log, "total": sum(i * 10 + n for n in range(1, 5))}
 
 
 def expected(i: int) -> list[object]:

@@ -23,7 +23,7 @@ import durable
 from durable import RunStatus
 from durable.errors import StorageError
 from durable.testing import arm_fault, disarm_faults
-from tests.chaos.fault_app import bounded, every_kind, expected
+from tests.chaos.fault_app import SeedOrder, bounded, every_kind, expected, seed_expected
 from tests.e2e.checker import check, read_ledger
 from tests.e2e.harness import Children
 
@@ -145,6 +145,59 @@ def test_crash_around_a_deadline(
         (1, "durable.timeout"),
         (2, "tests.chaos.fault_app.effect"),
     ]
+
+
+#: (point, action, match, nth): a crash at each task of a workflow class (its first,
+#: in the parallel group, and its last), and before its outcome.
+SEED_CASES = [
+    ("before_task", "exit", "task:", 1),
+    *(("after_task", "exit", "task:", nth) for nth in (1, 2, 3, 4)),
+    ("checkpoint_lost_ack", "raise", "task:", 1),
+    ("before_complete", "exit", "workflow:", 1),
+]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+@pytest.mark.parametrize(
+    "case", SEED_CASES, ids=[f"{c[0]}-{c[2].rstrip(':')}-{c[3]}" for c in SEED_CASES]
+)
+def test_crash_in_a_workflow_class(
+    children: Children, url: str, case: tuple[str, str, str, int]
+) -> None:
+    """Seed 000's example as a workflow class, killed at a task or before its outcome:
+    the run that takes it over rebuilds the instance by replay, its hooks run again in
+    the same order, and it ends with the properties and result computed without durable;
+    no task body whose result was committed runs again."""
+    point, action, match, nth = case
+    run_id = "seed-4"
+    with durable.Engine(url) as engine:
+        engine.dispatch_call(SeedOrder.bind(4), run_id=run_id)
+    fault = json.dumps([{"point": point, "action": action, "match": match, "nth": nth}])
+    first = worker(children, fault)
+    killed: list[int] = []
+    if action == "exit":
+        assert first.wait(60) == 137, f"the fault did not fire:\n{children.log(first)}"
+        killed.append(first.pid)
+        second = worker(children)
+        finish(url, run_id)
+        stop(children, second)
+    else:
+        finish(url, run_id)
+        stop(children, first)
+    assert f"fault injected: {point}" in children.log(first), "the fault never fired"
+    want = seed_expected(4)
+    report = check(children.url, children.ledger, {run_id: want["total"]}, killed=killed)
+    with durable.Engine(url) as engine:
+        assert durable.Handle(engine, run_id).state() == want
+    # Bodies re-run only where the killed process ran them and died before their
+    # results were committed: the last task's (its result goes with the outcome), or
+    # some of the parallel three.
+    if (point, nth) in (("after_task", 4), ("before_complete", 1)):
+        assert report.repeated == 1, report
+    elif action == "exit":
+        assert report.repeated <= 3, report
+    else:
+        assert report.repeated == 0, report
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from durable.core.properties import public
 from durable.runtime.context import RunContext, current
+from durable.runtime.hooks import Hooks
 
 #: The handlers a workflow class may define, and the parameters each takes after self.
 HANDLERS: dict[str, tuple[str, ...]] = {
@@ -27,7 +28,7 @@ HANDLERS: dict[str, tuple[str, ...]] = {
 }
 
 #: Handlers this version calls; the others are refused rather than silently ignored.
-SUPPORTED: frozenset[str] = frozenset()
+SUPPORTED = frozenset({"on_start", "on_success", "on_failure", "on_timeout"})
 
 
 def runner(cls: type) -> Callable[..., Any]:
@@ -40,6 +41,8 @@ def runner(cls: type) -> Callable[..., Any]:
         context = current.get()
         if isinstance(context, RunContext):
             context.publish(lambda: public(vars(instance)))
+            hooks = Hooks(instance)
+            context.hooks = hooks if hooks.any else None
         return instance
 
     if inspect.iscoroutinefunction(cls.handle):  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ store them without looking inside.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
@@ -249,6 +250,20 @@ class RunInfo:
     task: str | None = None
     position: int | None = None
     attempt: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskInfo:
+    """A task call of a workflow class's run, as its hooks see it (``on_start``,
+    ``on_success``, ``on_failure``, ``on_timeout``)."""
+
+    #: the task's name, and the call's position in the run.
+    name: str
+    position: int
+    #: the call's arguments, by parameter name.
+    arguments: Mapping[str, Any]
+    #: the attempts the call took (0 in ``on_start``: none has ended yet).
+    attempts: int = 0
 
 
 def _fill_step(

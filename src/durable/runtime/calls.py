@@ -45,9 +45,10 @@ def parallel(context: RunContext, calls: Sequence[Call[Any]]) -> list[Any]:
     first failure in argument order is raised, so replay raises the same one.
     """
     first = context.allocate(len(calls))
+    _started(context, first, calls)
     submit = context.host.branches.submit
     futures = [submit(_branch(context, first + i, c)) for i, c in enumerate(calls)]
-    return _gather(context, [f.exception() or f.result() for f in futures])
+    return _gather(context, [f.exception() or f.result() for f in futures], first, calls)
 
 
 def _branch(context: RunContext, position: int, call: Call[Any]) -> Callable[[], Any]:
@@ -59,6 +60,7 @@ def _branch(context: RunContext, position: int, call: Call[Any]) -> Callable[[],
 async def parallel_async(context: RunContext, calls: Sequence[Call[Any]]) -> list[Any]:
     """`parallel` for async workflows: async calls on the loop, sync ones in threads."""
     first = context.allocate(len(calls))
+    _started(context, first, calls)
     turns = context.turns
     turns.enter(first)  # the group hands back as one call, in the turn of its first
     try:
@@ -67,28 +69,56 @@ async def parallel_async(context: RunContext, calls: Sequence[Call[Any]]) -> lis
             return_exceptions=True,
         )
         await turns.wait(first)
-        return _gather(context, outcomes)
+        return _gather(context, outcomes, first, calls)
     finally:
         turns.leave(first)
 
 
-def _gather(context: RunContext, outcomes: Sequence[Any]) -> list[Any]:
+def _gather(
+    context: RunContext, outcomes: Sequence[Any], first: int, calls: Sequence[Call[Any]]
+) -> list[Any]:
     context.check()
     context.returned()  # once for the group, after every branch: never by timing
+    for i, (outcome, call) in enumerate(zip(outcomes, calls, strict=True)):
+        _ended(context, first + i, call, outcome)  # the hooks, in position order
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
     return list(outcomes)
 
 
+def _started(context: RunContext, first: int, calls: Sequence[Call[Any]]) -> None:
+    """A workflow class's ``on_start`` for the task calls at *first* on (`hooks.py`)."""
+    hooks = context.hooks
+    if hooks is not None:
+        for i, call in enumerate(calls):
+            if call.target.kind is _TASK:
+                hooks.started(first + i, call)
+
+
+def _ended(context: RunContext, position: int, call: Call[Any], outcome: Any) -> None:
+    """A workflow class's hook for the task call at *position* that ended with
+    *outcome* (a value, or the Exception it raised)."""
+    hooks = context.hooks
+    if hooks is None or call.target.kind is not _TASK:
+        return
+    failed = isinstance(outcome, BaseException)
+    if failed and not isinstance(outcome, Exception):
+        return  # Cancelled, or the process going down: no outcome of the task's
+    hooks.ended(context.replay.recorded(position), position, call, outcome, failed=failed)
+
+
 def step(context: RunContext, position: int, call: Call[Any]) -> Any:
     """Replay or run *call* at *position*, synchronously; hand its outcome back."""
+    _started(context, position, (call,))
     try:
         value = _settle(context, position, call, sequential=True)
-    except Exception:
+    except Exception as error:
         context.returned()  # a cancellation that came meanwhile outranks the failure
+        _ended(context, position, call, error)
         raise
     context.returned()
+    _ended(context, position, call, value)
     return value
 
 
@@ -98,14 +128,17 @@ async def step_async(context: RunContext, position: int, call: Call[Any]) -> Any
     turns = context.turns
     turns.enter(position)
     try:
+        _started(context, position, (call,))
         try:
             value = await _settle_async(context, position, call)
-        except Exception:
+        except Exception as error:
             await turns.wait(position)
             context.returned()
+            _ended(context, position, call, error)
             raise
         await turns.wait(position)
         context.returned()
+        _ended(context, position, call, value)
         return value
     finally:
         turns.leave(position)

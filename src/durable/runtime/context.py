@@ -47,6 +47,7 @@ from durable.errors import (
 )
 
 from .activity import TaskScope
+from .hooks import Hooks
 from .host import Host
 from .interrupts import ON_RETURN, Interrupts
 from .loops import in_event_loop
@@ -93,6 +94,8 @@ class RunContext:
         self._deferred: Step | None = None
         #: what the run publishes for readers (`publish`), once it does.
         self.properties: Properties | None = None
+        #: a workflow class's task hooks, if it defines any (see `hooks.py`).
+        self.hooks: Hooks | None = None
         #: taken over from an owner that died; the count resets once this run progresses.
         self._recovering = run.recoveries > 0
         if self._recovering:
