@@ -136,17 +136,19 @@ def check_outcomes_of_runs_and_tasks(make: MakeBackend) -> None:
 
 def check_retry_reopens_failed_steps_and_queues(make: MakeBackend) -> None:
     """retry_run deletes only the named FAILED steps, keeps finished ones, and queues a
-    FAILED or DEAD run with no outcome; other runs are left as they are."""
+    FAILED or DEAD run with no outcome (nor the properties its end stored: its steps'
+    come first again); other runs are left as they are."""
     with _opened(make) as backend:
         backend.create_run(_new("failed"))
-        backend.record(_step("failed", 0), 1)
+        backend.record(_step("failed", 0, state=b'j{"a":0}'), 1)
         failed_step = _step("failed", 1, status=StepStatus.FAILED, output=None, error=b"jnull")
         backend.record(failed_step, 1)
-        assert backend.finish_run("failed", 1, RunStatus.FAILED, error=b"j1")
+        assert backend.finish_run("failed", 1, RunStatus.FAILED, error=b"j1", state=b'j{"a":9}')
         watch = backend.watch(["queue:default"])
         run = backend.retry_run("failed", [0, 1])
         assert run is not None and run.status is RunStatus.QUEUED
         assert run.error is None and run.finished_at is None and run.lease_owner is None
+        assert run.state is None and backend.state("failed") == (b'j{"a":0}',)
         assert [s.position for s in backend.load_history("failed")] == [0], "completed stays"
         assert watch.wait(1.0), "the queue is told"
         claimed = backend.claim_next(

@@ -102,6 +102,7 @@ class InspectionStatements(Compiler):
                     cancel_requested=sa.literal_column("0"),
                     wake_at=sa.null(),
                     waiting_on=sa.null(),
+                    state=sa.null(),  # the end's snapshot: newer steps' come first now
                     updated_at=self._now,
                 ),
                 self._queue_topic(),

@@ -132,6 +132,7 @@ class MemoryInspection(MemoryBase):
                 cancel_requested=False,
                 wake_at=None,
                 waiting_on=None,
+                state=None,
                 updated_at=self.now(),
             )
         self._notify([f"queue:{run.queue}"])
