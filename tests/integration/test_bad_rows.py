@@ -3,6 +3,7 @@ their run, large payloads work, and no password reaches a worker's output."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -41,7 +42,8 @@ def _no_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def execute_sql(url: str, statement: str, *params: Any) -> None:
     """Run raw SQL against the test database, as someone with write access would."""
     if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        # closing(): sqlite3's own context manager commits but leaves the file open.
+        with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn, conn:
             conn.execute(statement, params)
         return
     import psycopg

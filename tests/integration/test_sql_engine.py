@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from typing import Any
 
@@ -41,7 +42,8 @@ def _reset() -> None:
 def execute_sql(url: str, statement: str, *params: Any) -> None:
     """Run raw SQL against the test database (to corrupt rows on purpose)."""
     if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        # closing(): sqlite3's own context manager commits but leaves the file open.
+        with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn, conn:
             conn.execute(statement, params)
         return
     import psycopg
