@@ -265,3 +265,21 @@ def check_watch_wakes_waiters(make: MakeBackend) -> None:
         assert time.monotonic() - started < 0.5
         # A watch may wake early (SQLite's poll): the finish must not outlive the backend.
         finisher.join(5)
+
+
+def check_suspend_decides_once(make: MakeBackend) -> None:
+    """A wait ending about now is decided once: QUEUED with no wake time, or WAITING
+    with one; never WAITING on nothing (such a run would sleep forever). PostgreSQL's
+    clock moves between the expressions of one statement, so the decision reads the
+    statement's clock once."""
+    with _opened(make) as backend:
+        for i in range(600):
+            run_id = f"edge-{i}"
+            backend.create_run(_new(run_id))
+            wake_at = backend.now() + (i % 120) * 1e-5  # 0 to 1.2 ms ahead
+            status = backend.suspend_run(run_id, 1, wake_at=wake_at, waiting_on=None)
+            run = backend.get_run(run_id)
+            assert run is not None and run.status is status
+            assert (status is RunStatus.QUEUED) == (run.wake_at is None), (
+                f"suspend_run left {run_id} {status} with wake_at={run.wake_at}"
+            )

@@ -56,6 +56,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     waits.check_cancel_waiting_run,
     waits.check_no_lost_wake_ups,
     waits.check_wake_due_race,
+    waits.check_suspend_decides_once,
     inspection.check_purge_old_finished_runs,
     inspection.check_purge_keeps_what_live_runs_need,
     inspection.check_purge_batches,

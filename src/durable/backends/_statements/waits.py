@@ -55,7 +55,11 @@ class WaitStatements(Compiler):
         awaited_finished = sa.exists().where(
             awaited.c.id == param("child", sa.Text), awaited.c.status.in_(FINISHED)
         )
-        over = sa.or_(sa.and_(wake_at.is_not(None), wake_at <= now), inbox_holds, awaited_finished)
+        # One clock for the whole decision: PostgreSQL's clock_timestamp() moves between
+        # the CASEs below, which once left a run WAITING with no wake time, forever.
+        # (SQLite's 'now' is the same for a whole statement.)
+        timer_over = sa.and_(wake_at.is_not(None), wake_at <= self._statement_now)
+        over = sa.or_(timer_over, inbox_holds, awaited_finished)
         self.suspend = self.compile(
             self._waking(
                 sa.update(runs)
