@@ -92,11 +92,23 @@ def test_a_started_run_that_is_queued_still_runs_its_cleanup(
     handle = dispatch(parent, how, queue="q1")
     kid = f"{handle.id}/0"
     first = Worker(engine, queues=["q1"], concurrency=4, poll=0.02).start()
+    # The parent suspends on its child while the child is claimed by another slot:
+    # stopping the worker before the parent waits would hand the parent back (queued).
     if how == "handed back":
-        _until(lambda: first.busy == 1 and _status(kid) is RunStatus.RUNNING, "the hold")
+        _until(
+            lambda: (
+                first.busy == 1
+                and _status(kid) is RunStatus.RUNNING
+                and _status(handle.id) is RunStatus.WAITING
+            ),
+            "the hold",
+        )
         first.stop(grace=0.05)  # the child is inside hold(): handed back
     else:
-        _until(lambda: _status(kid) is RunStatus.WAITING, "the child to wait")
+        _until(
+            lambda: _status(kid) is RunStatus.WAITING and _status(handle.id) is RunStatus.WAITING,
+            "the child and its parent to wait",
+        )
         first.stop()
     assert _status(handle.id) is RunStatus.WAITING
     if how == "timer":
