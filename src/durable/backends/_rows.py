@@ -6,7 +6,15 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from durable.core.records import Event, Run, RunStatus, Step, StepKind, StepStatus
+from durable.core.records import (
+    STEP_SETTERS,
+    Event,
+    Run,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+)
 
 RUN_STATUS = {status.value: status for status in RunStatus}
 _STEP_STATUS = {status.value: status for status in StepStatus}
@@ -45,11 +53,10 @@ def run(row: Sequence[Any]) -> Run:
     )
 
 
-#: Step's fields, in `durable_history`'s column order, and their slots' setters.
+#: Step's fields, in `durable_history`'s column order (their setters: `STEP_SETTERS`).
 _STEP_FIELDS = tuple(field.name for field in dataclasses.fields(Step))
-_STEP_SETTERS = tuple(getattr(Step, name).__set__ for name in _STEP_FIELDS)
-_SET_KIND = _STEP_SETTERS[_STEP_FIELDS.index("kind")]
-_SET_STATUS = _STEP_SETTERS[_STEP_FIELDS.index("status")]
+_SET_KIND = STEP_SETTERS[_STEP_FIELDS.index("kind")]
+_SET_STATUS = STEP_SETTERS[_STEP_FIELDS.index("status")]
 
 
 def step(row: Sequence[Any]) -> Step:
@@ -59,7 +66,7 @@ def step(row: Sequence[Any]) -> Step:
     the frozen dataclass's keyword ``__init__`` costs about twice as much.
     """
     made = Step.__new__(Step)
-    for put, value in zip(_STEP_SETTERS, row, strict=True):
+    for put, value in zip(STEP_SETTERS, row, strict=True):
         put(made, value)
     _SET_KIND(made, _STEP_KIND[row[2]])
     _SET_STATUS(made, _STEP_STATUS[row[5]])

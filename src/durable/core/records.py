@@ -291,7 +291,7 @@ def _fill_step(
     slots through their descriptors instead of ``object.__setattr__`` one by one, which
     costs a frozen dataclass about 1 us of the 3 a Step takes. A task step makes two
     (its start and its result), on the hottest path there is."""
-    a, b, c, d, e, f, g, h, i, j, k, m, n, o, p, q, r = _STEP_SLOTS
+    a, b, c, d, e, f, g, h, i, j, k, m, n, o, p, q, r = STEP_SETTERS
     a(self, run_id)
     b(self, position)
     c(self, kind)
@@ -311,12 +311,13 @@ def _fill_step(
     r(self, state)
 
 
-#: Step's slots' setters, in field order (`_fill_step` unpacks them in that order).
-_STEP_SLOTS = tuple(getattr(Step, field.name).__set__ for field in fields(Step))
+#: Step's slots' setters, in field order (= `durable_history`'s columns): `_fill_step`
+#: unpacks them, `evolve` copies through them, `backends._rows.step` fills rows with them.
+STEP_SETTERS = tuple(getattr(Step, field.name).__set__ for field in fields(Step))
 setattr(Step, "__init__", _fill_step)  # noqa: B010 - mypy keeps the dataclass's signature
 _STEP_COPY = tuple(
-    (field.name, getattr(Step, field.name).__get__, getattr(Step, field.name).__set__)
-    for field in fields(Step)
+    (field.name, getattr(Step, field.name).__get__, put)
+    for field, put in zip(fields(Step), STEP_SETTERS, strict=True)
 )
 
 
