@@ -618,19 +618,11 @@ class Model:
         return stored, run.cancel
 
     def record_steps(self, steps: list[Step], epoch: int) -> tuple[list[Step], bool] | Raised:
-        """`Backend.record_steps`: each written as `record` would, in one commit; if a
-        position was finished, each then answered as `record` answers afterwards."""
+        """`Backend.record_steps`: each as `record` would, in one commit."""
         run = self.runs.get(steps[0].run_id)
         if run is None or run.epoch != epoch:
             return Raised("LeaseLost", steps[0].run_id)
-        history = self.history[steps[0].run_id]
-        taken = any(
-            (found := history.get(step.position)) is not None and found.status.finished
-            for step in steps
-        )
         done = [self.record(step, epoch) for step in steps]
-        if taken:
-            done = [self.record(step, epoch) for step in steps]
         return [d[0] for d in done if isinstance(d, tuple)], run.cancel
 
     def heartbeat(

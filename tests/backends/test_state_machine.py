@@ -820,9 +820,9 @@ def test_create_returns_the_stored_parent_and_priority(
 def test_a_pair_over_a_finished_position_is_recorded_step_by_step(
     open_backends: Callable[[], Backends],
 ) -> None:
-    """record_steps where the start's position is already finished: the result is
-    written, the start is not, and both answers are the rows as now stored, on every
-    backend (SQL learns it from the row count and reads each back with `record`)."""
+    """record_steps where the start's position is already finished: nothing of the pair
+    is written in one go; each step is then recorded alone, and the answers are what
+    `record` gives (SQL used to write the result first and read it back as found)."""
     dumps = _replay(
         open_backends,
         lambda m: m.family(

@@ -40,12 +40,6 @@ class HistoryStore(Protocol):
         task's result together with the start of the next task (no commit of its own for
         the start, see docs/architecture.md): the two are never seen apart.
 
-        A position already finished is left as it is (first writer wins), the others
-        are written; then, if any was, each step is answered as `record` answers it
-        afterwards (the stored row). The engine never makes that case: a result's
-        position is its own running start, and the next position is new, or running
-        after a lost acknowledgement of this very write.
-
         Returns:
             The steps now stored at their positions, in order, and whether cancellation
             of the run has been requested.

@@ -124,11 +124,18 @@ class HistoryStatements(Compiler):
         (`record_pair_picks`). Scalar parameters, not the arrays of `record_many`: psycopg
         dumps arrays in Python, ~70 us a pair.
 
-        Each row is written as `record` would write it alone (a finished position is
-        left as it is). If a position was already finished, the count of written rows
-        says so and the backend answers each step as `record` does afterwards. A guard
-        that refused the whole pair instead cost 4-8 us a step on SQLite (a third
-        lookup), for a case the engine never makes: see `HistoryStore.record_steps`."""
+        All or nothing: if either position is already finished (an earlier attempt of
+        this very write whose acknowledgement was lost), neither is written, and the
+        backend records each alone, as `record` would."""
+        done = history.alias("done")
+        none_finished = ~sa.exists().where(
+            done.c.run_id == bind("run_id_0", history.c.run_id),
+            done.c.position.in_(
+                [bind("position_0", history.c.position), bind("position_1", history.c.position)]
+            ),
+            done.c.status.not_in(UNFINISHED_STEP),
+        )
+        fence = (*fence, none_finished)
         rows = [
             sa.select(*(self._value(f"{c.name}_{i}", c).label(c.name) for c in history.c))
             for i in (0, 1)

@@ -35,14 +35,7 @@ class MemoryHistory(MemoryBase):
         """See `HistoryStore.record_steps`."""
         with self._lock:  # the fence is checked by the first; nothing happens in between
             self._check_open()
-            history = self._history.get(steps[0].run_id, {})
-            taken = any(
-                (found := history.get(step.position)) is not None and found.status.finished
-                for step in steps
-            )
             done = [self._record(step, epoch) for step in steps]
-            if taken:  # as SQL: the others written, then each answered as record would
-                done = [self._record(step, epoch) for step in steps]
             return [stored for stored, _ in done], any(cancel for _, cancel in done)
 
     def _record(self, step: Step, epoch: int) -> tuple[Step, bool]:

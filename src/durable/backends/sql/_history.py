@@ -91,15 +91,15 @@ class SQLHistory(SQLBase):
         if pair is not None:
             return pair
 
-        # Not both written: a newer owner, a cancel request (SQLite), or a position
-        # already finished (the other may be written). `record` tells which, step by
-        # step, in order, and answers each as it is now stored.
+        # Not all written: a newer owner, a cancel request (SQLite), or a position
+        # already finished (by an earlier attempt of this very write whose
+        # acknowledgement was lost). `record` tells which, step by step, in order.
         outcomes = [self.record(step, epoch) for step in steps]
         return [stored for stored, _ in outcomes], any(cancel for _, cancel in outcomes)
 
     def _record_pair(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool] | None:
-        """The steps in one statement (one round trip, one commit); None if not both
-        were written (the caller then finds out why, one by one)."""
+        """The steps in one statement (one round trip, one commit); None if not all
+        were written (the caller then finds out which, one by one)."""
         if len(steps) != 2:
             return None
         both = _rows.step_params(steps[0], epoch) + _rows.step_params(steps[1], epoch)
