@@ -89,6 +89,7 @@ SQL_FILES = (
     "backends/_statements/history.py",
     "backends/_statements/waits.py",
     "backends/_statements/inspection.py",
+    "backends/_statements/control.py",
 )
 
 

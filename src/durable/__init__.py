@@ -9,7 +9,7 @@ then `ops`, `cli`, `web` and `testing`. See docs/architecture.md.
 from . import errors
 from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
-from .api.handles import Handle, cancel, dispatch, get
+from .api.handles import Handle, cancel, dispatch, get, pause, resume
 from .api.heartbeats import heartbeat, last_heartbeat
 from .api.recorded import info, now, random, set_state, task_key, uuid4
 from .api.upkeep import purge, recover
@@ -70,9 +70,11 @@ __all__ = [
     "info",
     "last_heartbeat",
     "now",
+    "pause",
     "purge",
     "random",
     "recover",
+    "resume",
     "send",
     "set_state",
     "task",

@@ -87,3 +87,30 @@ def seed_expected(i: int) -> dict[str, object]:
 def expected(i: int) -> list[object]:
     """What `every_kind(i, ...)` returns, computed without durable."""
     return [i * 10, i, i * 10 + 5, (i + 1) * 10 + 5]
+
+
+@workflow
+class Tally:
+    """A workflow class with ``on_event``: the events sent before it starts reach the
+    handler at its first durable call, one at a time, oldest first; each handler calls
+    a task and adds its value to the properties."""
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+        self.log: list[str] = []
+        self.total = 0
+
+    def handle(self) -> int:
+        effect(self.i, 1)
+        self.log.append("main")
+        return self.total
+
+    def on_event(self, name: str, payload: int) -> None:
+        self.log.append(f"{name} {payload}")
+        self.total += effect(self.i, payload)["value"]  # type: ignore[operator]
+
+
+def tally_expected(i: int, sent: list[int]) -> dict[str, object]:
+    """The properties `Tally(i)` ends with after events "add" *sent*, without durable."""
+    log = [f"add {n}" for n in sent] + ["main"]
+    return {"i": i, "log": log, "total": sum(i * 10 + n for n in sent)}

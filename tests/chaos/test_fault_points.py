@@ -23,7 +23,15 @@ import durable
 from durable import RunStatus
 from durable.errors import StorageError
 from durable.testing import arm_fault, disarm_faults
-from tests.chaos.fault_app import SeedOrder, bounded, every_kind, expected, seed_expected
+from tests.chaos.fault_app import (
+    SeedOrder,
+    Tally,
+    bounded,
+    every_kind,
+    expected,
+    seed_expected,
+    tally_expected,
+)
 from tests.e2e.checker import check, read_ledger
 from tests.e2e.harness import Children
 
@@ -198,6 +206,58 @@ def test_crash_in_a_workflow_class(
         assert report.repeated <= 3, report
     else:
         assert report.repeated == 0, report
+
+
+#: A crash as a handler takes its event (the first, the second), in a handler's task,
+#: with the consumption's acknowledgement lost, and before the outcome.
+TALLY_CASES = [
+    ("before_checkpoint", "exit", "handler:", 1),
+    ("before_checkpoint", "exit", "handler:", 2),
+    ("after_task", "exit", "task:", 2),
+    ("checkpoint_lost_ack", "raise", "handler:", 1),
+    ("before_complete", "exit", "workflow:", 1),
+]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+@pytest.mark.parametrize(
+    "case", TALLY_CASES, ids=[f"{c[0]}-{c[2].rstrip(':')}-{c[3]}" for c in TALLY_CASES]
+)
+def test_crash_in_an_event_handler(
+    children: Children, url: str, case: tuple[str, str, str, int]
+) -> None:
+    """A workflow class handling two events sent before it started, killed as a handler
+    takes its event, inside a handler's task, or before its outcome: the run that takes
+    it over runs the handlers recorded, takes each remaining event once, and ends with
+    the properties computed without durable; each event is consumed exactly once."""
+    point, action, match, nth = case
+    run_id = "tally-6"
+    with durable.Engine(url) as engine:
+        engine.dispatch_call(Tally.bind(6), run_id=run_id)
+        for n in (2, 3):  # queued, not started: the events wait in its inbox
+            engine.backend.send_event(run_id, "add", engine.dump(n, "an event"))
+    fault = json.dumps([{"point": point, "action": action, "match": match, "nth": nth}])
+    first = worker(children, fault)
+    killed: list[int] = []
+    if action == "exit":
+        assert first.wait(60) == 137, f"the fault did not fire:\n{children.log(first)}"
+        killed.append(first.pid)
+        second = worker(children)
+        finish(url, run_id)
+        stop(children, second)
+    else:
+        finish(url, run_id)
+        stop(children, first)
+    assert f"fault injected: {point}" in children.log(first), "the fault never fired"
+    want = tally_expected(6, [2, 3])
+    report = check(children.url, children.ledger, {run_id: want["total"]}, killed=killed)
+    with durable.Engine(url) as engine:
+        assert durable.Handle(engine, run_id).state() == want
+        consumed = [event.consumed_position for event in engine.backend.events(run_id)]
+        steps = [(s.position, s.kind.value, s.name) for s in engine.backend.load_history(run_id)]
+    assert consumed == [0, 2], consumed
+    assert [step[1] for step in steps] == ["handler", "task", "handler", "task", "task"], steps
+    assert report.repeated <= 1, report
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)

@@ -172,3 +172,13 @@ async def gathering() -> int:
     parts = await asyncio.gather(_two_steps("a1", "a2"), _two_steps("b1", "b2"))
     durable.wait(timedelta(seconds=1))
     return sum(parts)
+
+
+# Pause and resume (issue 15): a short nap, so that its timer comes due while paused.
+
+
+@workflow
+def napper(seconds: float) -> str:
+    """Sleeps *seconds*, then tidies."""
+    wait(timedelta(seconds=seconds))
+    return tidy()

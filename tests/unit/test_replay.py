@@ -147,3 +147,54 @@ def test_a_different_call_at_a_started_position_is_a_divergence() -> None:
         replay.decide(1, StepKind.TASK, "app.other", "v1:bb")
     assert caught.value.position == 1
     assert "app.fetch" in caught.value.recorded and "app.other" in caught.value.current
+
+
+# -- a workflow class's on_event handlers (issue 15) ------------------------------------
+
+AT_CALL, IN_WAIT = "handler:call", "handler:wait"
+
+
+def handler(position: int, event: str, where: str = AT_CALL) -> Step:
+    return step(position, name=event, call_hash=where, kind=StepKind.HANDLER, input=b'j{"event":1}')
+
+
+def test_a_handler_recorded_at_the_next_position_is_found_where_it_ran() -> None:
+    """A handler that ran before a call is found there, not in a wait, and the other
+    way round; the main branch's own steps are no handler."""
+    replay = Replay(
+        "run-7", [step(0), handler(1, "address_changed"), step(2), handler(3, "x", IN_WAIT)]
+    )
+    assert replay.handler(AT_CALL) is None  # position 0 is the main branch's task
+    assert replay.decide(replay.allocate(), StepKind.TASK, "app.fetch", "v1:aa") is not None
+    found = replay.handler(AT_CALL)
+    assert found is not None and found.name == "address_changed"
+    assert replay.handler(IN_WAIT) is None  # it ran before a call, not in a wait
+    replay.allocate()
+    replay.allocate()
+    assert replay.handler(AT_CALL) is None
+    assert replay.handler(IN_WAIT) is not None
+
+
+def test_code_that_skips_a_recorded_handler_diverges_naming_it() -> None:
+    """If the code no longer handles the event where it did (say on_event was removed),
+    its next call meets the handler step: a divergence naming the event."""
+    replay = Replay("run-7", [step(0), handler(1, "address_changed"), step(2)])
+    replay.decide(replay.allocate(), StepKind.TASK, "app.fetch", "v1:aa")
+    with pytest.raises(NondeterminismError, match="handler address_changed") as caught:
+        replay.decide(replay.allocate(), StepKind.TASK, "app.fetch", "v1:aa")
+    assert caught.value.position == 1
+
+
+def test_a_handler_never_reached_again_is_a_divergence_at_the_end() -> None:
+    """A run whose code now ends before the handler it recorded does not complete."""
+    replay = Replay("run-7", [step(0), handler(1, "late")])
+    replay.decide(replay.allocate(), StepKind.TASK, "app.fetch", "v1:aa")
+    with pytest.raises(NondeterminismError, match="at position 1"):
+        replay.check_complete()
+
+
+def test_the_snapshot_a_handler_step_carries_counts_as_the_latest() -> None:
+    """A handler changes properties like any branch: its step carries the snapshot."""
+    first = step(0, state=b'{"a":1}')
+    second = step(1, name="e", call_hash=AT_CALL, kind=StepKind.HANDLER, state=b'{"a":2}')
+    assert Replay("run-7", [first, second]).last_state() == b'{"a":2}'

@@ -16,6 +16,7 @@ from typing import Any
 
 from durable.core.properties import public
 from durable.runtime.context import RunContext, current
+from durable.runtime.handlers import EventHandler
 from durable.runtime.hooks import Hooks
 
 #: The handlers a workflow class may define, and the parameters each takes after self.
@@ -28,7 +29,7 @@ HANDLERS: dict[str, tuple[str, ...]] = {
 }
 
 #: Handlers this version calls; the others are refused rather than silently ignored.
-SUPPORTED = frozenset({"on_start", "on_success", "on_failure", "on_timeout"})
+SUPPORTED = frozenset(HANDLERS)
 
 
 def runner(cls: type) -> Callable[..., Any]:
@@ -43,6 +44,9 @@ def runner(cls: type) -> Callable[..., Any]:
             context.publish(lambda: public(vars(instance)))
             hooks = Hooks(instance)
             context.hooks = hooks if hooks.any else None
+            on_event = getattr(instance, "on_event", None)
+            if on_event is not None:
+                context.events = EventHandler(context, on_event)
         return instance
 
     if inspect.iscoroutinefunction(cls.handle):  # type: ignore[attr-defined]
@@ -91,6 +95,11 @@ def check_class(cls: type) -> None:
         if not inspect.isfunction(method):
             raise TypeError(f"{where}.{name} must be a plain method, not {method!r}.")
         _check_parameters(where, name, method, expected)
+        if inspect.iscoroutinefunction(method):
+            raise TypeError(
+                f"{where}.{name} must be a plain `def`, not `async def`: handlers run in "
+                "the workflow's own flow, between its durable calls, one at a time."
+            )
         if name not in SUPPORTED:
             raise TypeError(
                 f"{where}.{name}: this version of durable does not call {name} handlers "

@@ -10,7 +10,7 @@ from durable.core.functions import Call, Durable
 from durable.core.properties import decode_state
 from durable.core.records import Run, RunStatus
 from durable.errors import NotDurableError, RunNotFound
-from durable.runtime import children, joining, waits
+from durable.runtime import children, joining, resuming, waits
 from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import get_engine
 from durable.runtime.host import Host
@@ -59,6 +59,14 @@ class Handle(Generic[R]):
     def cancel(self) -> bool:
         """Cancel the run and its children (see `cancel`)."""
         return self._host.cancel(self.id)
+
+    def pause(self) -> bool:
+        """Pause the run and its children (see `pause`)."""
+        return resuming.pause(self._host, self.id)
+
+    def resume(self) -> bool:
+        """Resume the run, paused or cancelled (see `resume`)."""
+        return resuming.resume(self._host, self.id)
 
     def state(self) -> dict[str, Any]:
         """The properties the run published, as last stored: a workflow class's
@@ -205,3 +213,36 @@ def cancel(run_id: str) -> bool:
         RunNotFound: no run has this id.
     """
     return get_engine().cancel(run_id)
+
+
+def pause(run_id: str) -> bool:
+    """Pause a run and every unfinished run below it (seed 004's halt).
+
+    A queued or waiting run is PAUSED at once; a running one at its next durable call
+    (a task body already running finishes first, and its result is kept). A paused run
+    holds no thread and is never claimed. Timers that come due and events that arrive
+    meanwhile are kept, and take effect once it is resumed. Cancelling a paused run
+    works (it resumes to receive `Cancelled`).
+
+    Returns:
+        True if it is paused or will pause; False if it had finished, is blocked or
+        is being cancelled: nothing changes then.
+
+    Raises:
+        RunNotFound: no run has this id.
+    """
+    return resuming.pause(get_engine(), run_id)
+
+
+def resume(run_id: str) -> bool:
+    """Let a paused run (and the paused runs below it) go on; or resume a cancelled
+    run from where its cancellation reached its code, its cancelled children with it
+    (see docs/concepts/handlers.md).
+
+    Returns:
+        True if it goes on; False if it was neither paused nor cancelled.
+
+    Raises:
+        RunNotFound: no run has this id.
+    """
+    return resuming.resume(get_engine(), run_id)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from durable.core.records import (
+    CANCEL_REQUEST,
+    PAUSE_REQUEST,
     STEP_SETTERS,
     Event,
     Run,
@@ -45,7 +47,8 @@ def run(row: Sequence[Any]) -> Run:
         queue=row[15],
         priority=row[16],
         started_at=row[17],
-        cancel_requested=bool(row[18]),
+        cancel_requested=bool(row[18] & CANCEL_REQUEST),
+        pause_requested=bool(row[18] & PAUSE_REQUEST),
         wake_at=row[19],
         waiting_on=row[20],
         deadline_at=row[21],

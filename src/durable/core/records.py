@@ -6,7 +6,7 @@ store them without looking inside.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
@@ -34,6 +34,10 @@ class RunStatus(StrEnum):
     DEAD = "dead"
     #: stopped at its deadline (its ``timeout``): ended by `Cancelled` with ``timed_out``.
     TIMED_OUT = "timed_out"
+    #: halted by `pause()` at a durable call (or before starting, or in its wait): it
+    #: holds no thread and is never claimed; `resume()` queues it again. What it waited
+    #: for (``wake_at``, ``waiting_on``) is kept, and takes effect once resumed.
+    PAUSED = "paused"
 
     @property
     def finished(self) -> bool:
@@ -94,6 +98,41 @@ class StepKind(StrEnum):
     SEND = "send"
     #: the point where a cancellation request was delivered as `Cancelled`.
     CANCEL = "cancel"
+    #: an event a workflow class's ``on_event`` handled there (its name, id and payload).
+    HANDLER = "handler"
+
+
+#: What a run's owner is asked to do, as bits of one number (``cancel_requested`` in
+#: the runs table): the owner learns them on its writes' way back, for free.
+CANCEL_REQUEST = 1
+PAUSE_REQUEST = 2
+
+#: ``waiting_on`` of a run that any event wakes (a workflow class with ``on_event``),
+#: before what its wait names, if anything: ``events|event:shipped``, ``events|``.
+ANY_EVENT = "events|"
+
+
+def requests(run: Run) -> int:
+    """*run*'s requests (`CANCEL_REQUEST`, `PAUSE_REQUEST`) as bits."""
+    return (CANCEL_REQUEST if run.cancel_requested else 0) | (
+        PAUSE_REQUEST if run.pause_requested else 0
+    )
+
+
+def either(each: Iterable[int]) -> int:
+    """The requests of several writes' answers, together."""
+    flags = 0
+    for one in each:
+        flags |= one
+    return flags
+
+
+def awaited(waiting_on: str | None) -> tuple[str | None, bool]:
+    """What *waiting_on* names (``event:<name>``, ``run:<id>``, or None), and whether
+    any event wakes the run too (`ANY_EVENT`)."""
+    if waiting_on is not None and waiting_on.startswith(ANY_EVENT):
+        return waiting_on[len(ANY_EVENT) :] or None, True
+    return waiting_on, False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +184,8 @@ class Run:
     #: the properties its code published as it ended (JSON), when its last stretch of
     #: code changed them; the earlier snapshots are on its steps (`Step.state`).
     state: bytes | None = None
+    #: asked to pause while RUNNING: its owner parks it (PAUSED) at its next durable call.
+    pause_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -61,6 +61,14 @@ class Replay:
         """The step recorded at *position*, if any."""
         return self._steps.get(position)
 
+    def handler(self, where: str) -> Step | None:
+        """The ``on_event`` handler recorded at the next position, if one ran there,
+        at *where* (before a call, or in a wait: its ``call_hash``)."""
+        step = self._steps.get(self._next)
+        if step is None or step.kind is not StepKind.HANDLER or step.call_hash != where:
+            return None
+        return step
+
     def last_state(self) -> bytes | None:
         """The latest properties snapshot in the history (the step furthest on that
         carries one), or None."""

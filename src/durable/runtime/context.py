@@ -31,10 +31,9 @@ from contextvars import ContextVar
 from typing import Any
 
 from durable.core import faults
-from durable.core.clock import SystemClock
 from durable.core.functions import Call
 from durable.core.hashing import call_hash
-from durable.core.records import Run, Step, StepKind, StepStatus
+from durable.core.records import CANCEL_REQUEST, Run, Step, StepKind, StepStatus
 from durable.core.replay import Replay, describe
 from durable.errors import (
     Cancelled,
@@ -47,13 +46,12 @@ from durable.errors import (
 )
 
 from .activity import TaskScope
-from .hooks import Hooks
+from .hooks import Branches, Hooks
 from .host import Host
 from .interrupts import ON_RETURN, Interrupts
-from .loops import in_event_loop
 from .pending import UNSET, Pending
 from .properties import Properties
-from .stops import Abandoned, Suspend
+from .stops import Abandoned, Park, Suspend
 from .turns import Turns
 
 #: Where am I? The live run (inside a workflow body), a task scope (inside a task body,
@@ -96,6 +94,8 @@ class RunContext:
         self.properties: Properties | None = None
         #: a workflow class's task hooks, if it defines any (see `hooks.py`).
         self.hooks: Hooks | None = None
+        #: ... and its ``on_event``, if it defines one (see `handlers.py`).
+        self.events: Branches | None = None
         #: taken over from an owner that died; the count resets once this run progresses.
         self._recovering = run.recoveries > 0
         if self._recovering:
@@ -114,6 +114,11 @@ class RunContext:
         self.check()
         if self.run_id in self._draining:
             raise self.poison(Abandoned(None))
+        if self.interrupts.pause and not self.interrupts.requested:
+            self.flush()  # a task's result still deferred is kept, then the run parks
+            raise self.poison(Park())
+        if self.events is not None:
+            self.events.at_boundary()
         first = self.replay.allocate(count)
         recorded = self.replay.recorded(first)
         if recorded is not None and recorded.kind is StepKind.CANCEL:
@@ -177,23 +182,6 @@ class RunContext:
         self.fatal = Suspend(wake_at, waiting_on)
         return self.fatal
 
-    def hold(self, wake_at: float, position: int) -> None:
-        """Return once *wake_at* (engine clock) has come: at once if it has; after
-        sleeping here if it is at most `Engine.max_inline_wait` away; otherwise by
-        suspending the run, which replays up to this point once it is due. If the
-        run's deadline comes first, it is delivered here, at the waiting *position*."""
-        clock = self.host.clock
-        until = self.interrupts.until(wake_at)
-        left = until - clock.now()
-        if 0 < left <= self.host.max_inline_wait and not in_event_loop():
-            clock.sleep(left)
-            # A test clock may not have moved as far as asked: check again.
-            left = 0 if isinstance(clock, SystemClock) else until - clock.now()
-        if left > 0:
-            raise self.suspend(wake_at, None)
-        if until < wake_at:
-            raise self.stop_at(position)
-
     # -- one position ------------------------------------------------------------------
 
     def decide(self, position: int, kind: StepKind, name: str, digest: str) -> Step | None:
@@ -251,7 +239,11 @@ class RunContext:
             pending, StepStatus.RUNNING, wake_at=None if gap is None else now + gap
         )
         stored = self.record(running)
-        return stored if stored.status.finished else None
+        if stored.status.finished:
+            return stored
+        if self.interrupts.pause and not self.interrupts.requested:
+            raise self.poison(Park())  # started, not run: resumed, it is made again
+        return None
 
     def take_deferred(self) -> Step | None:
         """The deferred result, for the caller to write with the run's outcome."""
@@ -352,11 +344,11 @@ class RunContext:
                     faults.hit("before_checkpoint", f"{each.kind.value}:{each.name}")
         try:
             if deferred is None:
-                stored, cancel = self.host.backend.record(step, self.epoch)
+                stored, requests = self.host.backend.record(step, self.epoch)
             else:
-                both, cancel = self.host.backend.record_steps([deferred, step], self.epoch)
+                both, requests = self.host.backend.record_steps([deferred, step], self.epoch)
                 self.replay.remember(both[0])
-                if cancel:
+                if requests & CANCEL_REQUEST:
                     # Cancelled while the last task ran: it must be delivered where that
                     # task returned, and the workflow code has gone past it. That code is
                     # deterministic: replay it (the run is queued again at once).
@@ -370,8 +362,8 @@ class RunContext:
                 f"Run {self.run_id!r} cannot record {step.kind.value} {step.name!r} at position "
                 f"{step.position}: {error}"
             ) from None
-        if cancel:
-            self.interrupts.requested = True
+        if requests:
+            self.interrupts.learn(requests)
         if properties is not None:
             properties.stored(step)
         self.replay.remember(stored)

@@ -4,9 +4,10 @@ The run's outcome is written exactly once, fenced by the epoch: COMPLETED with i
 result, FAILED with its exception, CANCELLED, TIMED_OUT once its deadline was delivered
 (whatever its code did after), or BLOCKED when the code diverged from the history. An
 execution can also stop without an outcome, returning `RELEASED`:
-the run waits (it is suspended until its wait is over), another owner took it over,
-or its worker is draining; the run goes on there or later. Callers that want the
-outcome anyway (`Engine.execute_call`) then join the run.
+the run waits (it is suspended until its wait is over), it was asked to pause (it is
+PAUSED until resumed), another owner took it over, or its worker is draining; the run
+goes on there or later. Callers that want the outcome anyway (`Engine.execute_call`)
+then join the run.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .activity import TaskScope
 from .context import RunContext, current
 from .host import Host
 from .loops import run_coroutine
-from .stops import RELEASED, Abandoned, Suspend
+from .stops import RELEASED, Abandoned, Park, Suspend
 
 log = logging.getLogger("durable")
 
@@ -143,6 +144,8 @@ def settle_error(host: Host, context: RunContext, run: Run, error: BaseException
     wait = fatal if fatal is not None else error
     if isinstance(wait, Suspend):
         return _suspend(host, run, wait)
+    if isinstance(wait, Park):
+        return _park(host, run)
     stop = fatal if isinstance(fatal, Abandoned) else error
     if isinstance(stop, Abandoned):
         cause = stop.cause
@@ -213,6 +216,18 @@ def _time_out(host: Host, run: Run, last: Step | None, state: bytes | None) -> A
         state=state,
     ):
         raise error
+    return RELEASED
+
+
+def _park(host: Host, run: Run) -> Any:
+    """Store the run as paused, as it was asked (or queued, if it was resumed since)."""
+    try:
+        status = host.backend.park_run(run.id, run.epoch)
+    except StorageError:
+        host.release_quietly(run)
+        raise
+    if status is None:
+        log.info("run %s: lease lost to another owner", run.id)
     return RELEASED
 
 

@@ -13,11 +13,25 @@ raises ends the task call with its error, as if the task had raised it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from durable.core.functions import Call
 from durable.core.records import Step, TaskInfo
 from durable.errors import TaskTimeout
+
+
+class Branches(Protocol):
+    """A workflow class's ``on_event`` as its run's context calls it (`handlers.py`):
+    at the main branch's durable-call boundaries, and in its waits."""
+
+    def at_boundary(self) -> None:
+        """Before the main branch's next durable call."""
+
+    def in_wait(self, *, live: bool, exclude: str | None = None) -> None:
+        """In a wait of the main branch, after its own step."""
+
+    def waiting_on(self, waiting_on: str | None) -> str | None:
+        """What a wait of the main branch stores as ``waiting_on``."""
 
 
 class Hooks:

@@ -1,4 +1,5 @@
-"""What stops a run from outside its own code: a cancel request, or its deadline.
+"""What stops a run from outside its own code: a cancel request, or its deadline (and
+a pause request, which halts it without its code knowing: see `RunContext.allocate`).
 
 Either is delivered once, as `Cancelled` (with ``timed_out`` set for the deadline): by
 the durable call that was in flight, as it returns, or else at the next durable call
@@ -16,7 +17,14 @@ from __future__ import annotations
 
 from durable.core.clock import Clock
 from durable.core.hashing import call_hash
-from durable.core.records import Run, Step, StepKind, StepStatus
+from durable.core.records import (
+    CANCEL_REQUEST,
+    PAUSE_REQUEST,
+    Run,
+    Step,
+    StepKind,
+    StepStatus,
+)
 from durable.errors import Cancelled
 
 #: the marker of a cancellation raised by a call that had no outcome yet (in its place).
@@ -38,18 +46,27 @@ ON_RETURN = frozenset({CANCEL_RETURN, TIMEOUT_RETURN})
 class Interrupts:
     """One executing run's cancel request and deadline, and what was delivered."""
 
-    __slots__ = ("_clock", "deadline", "delivered", "requested", "run_id", "timed_out")
+    __slots__ = ("_clock", "deadline", "delivered", "pause", "requested", "run_id", "timed_out")
 
     def __init__(self, run: Run, clock: Clock) -> None:
         self.run_id, self._clock = run.id, clock
         #: a cancel request reached this execution (from the run, a write, a heartbeat).
         self.requested = run.cancel_requested
+        #: a pause request reached this execution: it parks at its next durable call.
+        self.pause = run.pause_requested
         #: when the run must have ended (engine clock), or None.
         self.deadline = run.deadline_at
         #: a `Cancelled` reached the workflow code: nothing more is delivered.
         self.delivered = False
         #: ... and it was the deadline's: the run ends TIMED_OUT, whatever its code does.
         self.timed_out = False
+
+    def learn(self, requests: int) -> None:
+        """Take in the requests a write brought back (`CANCEL_REQUEST`, `PAUSE_REQUEST`)."""
+        if requests & CANCEL_REQUEST:
+            self.requested = True
+        if requests & PAUSE_REQUEST:
+            self.pause = True
 
     def due(self) -> bool:
         """Whether an interruption waits to be delivered."""

@@ -1,9 +1,9 @@
 """How an execution stops without an outcome.
 
-A workflow is unwound by one of two `BaseException`s, which `except Exception` in
-workflow code cannot catch: `Suspend` (the run must wait) and `Abandoned` (this
-process must let go of the run). Executing a run then returns `RELEASED` instead of
-an outcome: the run goes on later, or elsewhere.
+A workflow is unwound by one of three `BaseException`s, which `except Exception` in
+workflow code cannot catch: `Suspend` (the run must wait), `Park` (it was asked to
+pause) and `Abandoned` (this process must let go of the run). Executing a run then
+returns `RELEASED` instead of an outcome: the run goes on later, or elsewhere.
 """
 
 from __future__ import annotations
@@ -33,6 +33,14 @@ class Suspend(BaseException):
             self.wake_at = wake_at
         if self.waiting_on is None:
             self.waiting_on = waiting_on
+
+
+class Park(BaseException):
+    """Unwinds a workflow whose run was asked to pause, at its next durable call: the
+    run is stored PAUSED (`ControlStore.park_run`) and holds no thread until resumed."""
+
+    def __init__(self) -> None:
+        super().__init__("paused")
 
 
 class Abandoned(BaseException):

@@ -22,6 +22,7 @@ from .activity import Activity, TaskScope, hung
 from .context import RunContext, current
 from .loops import run_coroutine
 from .pending import Pending
+from .waits import hold
 
 
 def step(context: RunContext, position: int, call: Call[Any], *, sequential: bool = False) -> Any:
@@ -52,7 +53,9 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
     while True:
         _count_hung(context, pending)
         if pending.due is not None:
-            context.hold(pending.due, pending.position)
+            until = hold(context, pending.due, pending.position)
+            if until is not None:
+                raise context.suspend(until, None)
         finished = context.begin(pending)
         if finished is not None:
             return context.replayed(finished)

@@ -23,11 +23,13 @@ import dataclasses
 from typing import Any
 
 from durable.core import faults
+from durable.core.clock import SystemClock
 from durable.core.hashing import call_hash
 from durable.core.records import RunStatus, Step, StepKind, StepStatus
 from durable.errors import LeaseLost, RunFinished, RunNotFound, StorageError, WaitTimeout
 
 from .context import RunContext
+from .loops import in_event_loop
 
 SLEEP = "durable.sleep"
 JOIN = "durable.wait"
@@ -68,12 +70,45 @@ def _ended(context: RunContext, started: Step, **outcome: Any) -> Step:
     )
 
 
+def hold(context: RunContext, wake_at: float, position: int) -> float | None:
+    """Return None once *wake_at* (engine clock) has come: at once if it has; after
+    sleeping here if it is at most `Engine.max_inline_wait` away. Otherwise return
+    the time to suspend the run until (it replays up to this point once it is due).
+    If the run's deadline comes first, it is delivered here, at the waiting
+    *position*."""
+    clock = context.host.clock
+    until = context.interrupts.until(wake_at)
+    left = until - clock.now()
+    if 0 < left <= context.host.max_inline_wait and not in_event_loop():
+        clock.sleep(left)
+        # A test clock may not have moved as far as asked: check again.
+        left = 0 if isinstance(clock, SystemClock) else until - clock.now()
+    if left > 0:
+        return wake_at
+    if until < wake_at:
+        raise context.stop_at(position)
+    return None
+
+
+def _handled(context: RunContext, *, live: bool, exclude: str | None = None) -> None:
+    """The ``on_event`` handlers of a workflow class in this wait (`handlers.py`)."""
+    if context.events is not None:
+        context.events.in_wait(live=live, exclude=exclude)
+
+
+def _suspend(context: RunContext, wake_at: float | None, waiting_on: str | None) -> BaseException:
+    """Suspend in a wait: any event wakes a workflow class with ``on_event``."""
+    events = context.events
+    return context.suspend(wake_at, waiting_on if events is None else events.waiting_on(waiting_on))
+
+
 def sleep_until(context: RunContext, deadline: float) -> None:
     """Sleep durably until *deadline* (engine clock), recorded the first time."""
     position = context.allocate()
     recorded = context.decide(position, StepKind.SLEEP, SLEEP, _SLEEP_HASH)
     if recorded is not None and recorded.status.finished:
         context.replayed(recorded)
+        _handled(context, live=False)
         return
     if recorded is None or recorded.wake_at is None:
         started = _waiting(context, position, StepKind.SLEEP, SLEEP, _SLEEP_HASH)
@@ -82,9 +117,14 @@ def sleep_until(context: RunContext, deadline: float) -> None:
             recorded = context.record(recorded)
             if recorded.status.finished:  # another writer got there first
                 context.replayed(recorded)
+                _handled(context, live=False)
                 return
-    context.hold(recorded.wake_at or deadline, position)
+    until = hold(context, recorded.wake_at or deadline, position)
+    if until is not None:
+        _handled(context, live=True)
+        raise _suspend(context, until, None)
     context.record(_ended(context, recorded, output=_NULL))
+    _handled(context, live=False)
 
 
 def receive(context: RunContext, name: str, timeout: float | None) -> Any:
@@ -92,22 +132,37 @@ def receive(context: RunContext, name: str, timeout: float | None) -> Any:
     position = context.allocate()
     digest = call_hash(StepKind.EVENT, name, {})
     recorded = context.decide(position, StepKind.EVENT, name, digest)
-    if recorded is not None and recorded.status.finished:
-        return _received(context, recorded)
+    if recorded is None or not recorded.status.finished:
+        recorded = _receiving(context, position, name, digest, recorded, timeout=timeout)
+    _handled(context, live=False)
+    return _received(context, recorded)
+
+
+def _receiving(
+    context: RunContext,
+    position: int,
+    name: str,
+    digest: str,
+    recorded: Step | None,
+    *,
+    timeout: float | None,
+) -> Step:
+    """The event wait at *position*, not finished: the event it takes now, or its
+    timeout recorded; else suspend the run (after handling other events)."""
     host = context.host
     started = recorded or _waiting(context, position, StepKind.EVENT, name, digest)
-    taken = _consume(context, _ended(context, started), name)
+    taken = consume(context, _ended(context, started), name)
     if taken is not None:
-        return _received(context, taken)
+        return taken
     now = host.clock.now()
     deadline = started.wake_at if recorded else None if timeout is None else now + timeout
     if deadline is not None and deadline <= now:
-        timed_out = _ended(context, started, output=_NULL, input=_TIMED_OUT)
-        return _received(context, context.record(timed_out))
+        return context.record(_ended(context, started, output=_NULL, input=_TIMED_OUT))
     if recorded is None:
         preview = host.preview({"timeout": timeout})
         context.record(dataclasses.replace(started, wake_at=deadline, input=preview))
-    raise context.suspend(deadline, f"event:{name}")
+    _handled(context, live=True, exclude=name)
+    raise _suspend(context, deadline, f"event:{name}")
 
 
 def _received(context: RunContext, step: Step) -> Any:
@@ -123,20 +178,24 @@ def _received(context: RunContext, step: Step) -> Any:
     return context.replayed(step)
 
 
-def _consume(context: RunContext, step: Step, name: str) -> Step | None:
-    faults.hit("before_checkpoint", f"event:{name}")
+def consume(
+    context: RunContext, step: Step, name: str | None, *, exclude: str | None = None
+) -> Step | None:
+    """Take the oldest event *name* (None: of any name but *exclude*) from the inbox
+    and record *step* with it, in one transaction; the step stored, or None."""
+    faults.hit("before_checkpoint", f"{step.kind.value}:{name or '*'}")
     properties = context.properties
     if properties is not None:
         step = properties.stamp(step)  # the wait ends the code before it
     try:
-        taken = context.host.backend.consume_event(step, context.epoch, name)
+        taken = context.host.backend.consume_event(step, context.epoch, name, exclude=exclude)
     except (LeaseLost, StorageError) as error:
         raise context.poison(error) from None
     if taken is None:
         return None
-    stored, cancel = taken
-    if cancel:
-        context.interrupts.requested = True
+    stored, requests = taken
+    if requests:
+        context.interrupts.learn(requests)
     if properties is not None:
         properties.stored(step)
     context.replay.remember(stored)
@@ -149,8 +208,23 @@ def join(context: RunContext, run_id: str, timeout: float | None) -> Any:
     position = context.allocate()
     digest = call_hash(StepKind.JOIN, JOIN, {"run": run_id})
     recorded = context.decide(position, StepKind.JOIN, JOIN, digest)
-    if recorded is not None and recorded.status.finished:
-        return context.replayed(recorded)
+    if recorded is None or not recorded.status.finished:
+        recorded = _joining(context, position, run_id, digest, recorded, timeout=timeout)
+    _handled(context, live=False)
+    return context.replayed(recorded)
+
+
+def _joining(
+    context: RunContext,
+    position: int,
+    run_id: str,
+    digest: str,
+    recorded: Step | None,
+    *,
+    timeout: float | None,
+) -> Step:
+    """The wait for run *run_id* at *position*, not finished: its outcome or timeout
+    recorded now; else suspend the run (after handling events)."""
     host = context.host
     started = recorded or _waiting(context, position, StepKind.JOIN, JOIN, digest)
     started = dataclasses.replace(started, input=host.preview({"run": run_id}))
@@ -167,7 +241,7 @@ def join(context: RunContext, run_id: str, timeout: float | None) -> Any:
             output=run.output if completed else None,
             error=None if completed else host.error_of(run),
         )
-        return context.replayed(context.record(outcome))
+        return context.record(outcome)
     now = host.clock.now()
     deadline = started.wake_at if recorded else None if timeout is None else now + timeout
     if deadline is not None and deadline <= now:
@@ -176,10 +250,11 @@ def join(context: RunContext, run_id: str, timeout: float | None) -> Any:
             run_id=run_id,
         )
         failed = _ended(context, started, status=StepStatus.FAILED, error=host.dump_error(late))
-        return context.replayed(context.record(failed))
+        return context.record(failed)
     if recorded is None:
         context.record(dataclasses.replace(started, wake_at=deadline))
-    raise context.suspend(deadline, f"run:{run_id}")
+    _handled(context, live=True)
+    raise _suspend(context, deadline, f"run:{run_id}")
 
 
 def send(context: RunContext, run_id: str, name: str, payload: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import _conformance_control as control
 from . import _conformance_history as history
 from . import _conformance_inspection as inspection
 from . import _conformance_runs as runs
@@ -43,6 +44,9 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     runs.check_claim_next_priorities_at_the_int4_limits,
     runs.check_claim_next_race,
     runs.check_cancel_tree,
+    control.check_pause_and_resume_a_tree,
+    control.check_pause_meets_resume_and_cancel,
+    control.check_resume_reopens_a_cancelled_run,
     waits.check_watch_wakes_waiters,
     runs.check_renew_leases,
     runs.check_recoverable,
@@ -57,6 +61,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     waits.check_no_lost_wake_ups,
     waits.check_wake_due_race,
     waits.check_suspend_decides_once,
+    control.check_any_event_inbox,
     inspection.check_purge_old_finished_runs,
     inspection.check_purge_keeps_what_live_runs_need,
     inspection.check_purge_batches,

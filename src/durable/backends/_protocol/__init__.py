@@ -1,13 +1,14 @@
 """The storage seam: what durable needs from a database, in domain terms.
 
-`Backend` is what a backend implements: four roles, each a Protocol of its own, plus
+`Backend` is what a backend implements: five roles, each a Protocol of its own, plus
 `close`. The roles split the contracts by concern, for reading and for code that
 needs only one of them:
 
 * `RunStore` (runs.py): runs and their leases;
 * `HistoryStore` (history.py): the steps a run has recorded;
 * `WaitStore` (waits.py): sleeping runs, events, and watching for changes;
-* `InspectionStore` (inspection.py): listing, statistics, retries, actions, purging.
+* `InspectionStore` (inspection.py): listing, statistics, retries, actions, purging;
+* `ControlStore` (control.py): cancelling, pausing and resuming runs.
 
 Every method is atomic. Payloads arrive and leave as opaque bytes. Times are seconds
 since the epoch on the backend's own clock (the database clock on PostgreSQL), which is
@@ -19,15 +20,25 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from .control import ControlStore
 from .history import HistoryStore
 from .inspection import InspectionStore
 from .runs import RunStore
 from .waits import TIMERS, WaitStore, Watch
 
-__all__ = ["TIMERS", "Backend", "HistoryStore", "InspectionStore", "RunStore", "WaitStore", "Watch"]
+__all__ = [
+    "TIMERS",
+    "Backend",
+    "ControlStore",
+    "HistoryStore",
+    "InspectionStore",
+    "RunStore",
+    "WaitStore",
+    "Watch",
+]
 
 
-class Backend(RunStore, HistoryStore, WaitStore, InspectionStore, Protocol):
+class Backend(RunStore, HistoryStore, WaitStore, InspectionStore, ControlStore, Protocol):
     """Where runs and their histories live: every role of the storage seam."""
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ class HistoryStore(Protocol):
         """Return every recorded step of the run, ordered by position, in one read."""
         ...
 
-    def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
+    def record(self, step: Step, epoch: int) -> tuple[Step, int]:
         """Store *step* at its position, fenced by the run's epoch.
 
         The fence and the write are one atomic step: a claim that bumps the epoch
@@ -26,14 +26,15 @@ class HistoryStore(Protocol):
 
         Returns:
             The step now stored at the position (*step*, or the finished one found
-            there), and whether cancellation of the run has been requested.
+            there), and the run's requests as bits: `CANCEL_REQUEST` (cancellation
+            requested), `PAUSE_REQUEST` (pause requested while it runs).
 
         Raises:
             LeaseLost: the run's epoch is no longer *epoch*; nothing was written.
         """
         ...
 
-    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool]:
+    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], int]:
         """Store several steps of one run in one commit, each as `record` would alone.
 
         The runtime writes a
@@ -41,8 +42,8 @@ class HistoryStore(Protocol):
         the start, see docs/architecture.md): the two are never seen apart.
 
         Returns:
-            The steps now stored at their positions, in order, and whether cancellation
-            of the run has been requested.
+            The steps now stored at their positions, in order, and the run's
+            requests (as `record`).
 
         Raises:
             LeaseLost: the run's epoch is no longer *epoch*; nothing was written.

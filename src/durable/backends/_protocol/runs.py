@@ -129,22 +129,6 @@ class RunStore(Protocol):
         """
         ...
 
-    def cancel_run(self, run_id: str) -> Run | None:
-        """Cancel a run and every unfinished run below it (children, grandchildren...).
-
-        Runs that never started (QUEUED, no ``started_at``) and BLOCKED ones become
-        CANCELLED at once. Every other unfinished run gets ``cancel_requested``, so
-        that its code sees `Cancelled` and its ``finally`` blocks run: RUNNING ones
-        from their owner, WAITING ones and QUEUED ones that have started (woken,
-        handed back) are queued to receive it.
-        Finished runs are not touched. ``run:<id>`` is notified for each changed run.
-        One transaction: the whole tree is changed, or none of it.
-
-        Returns:
-            The run as now stored, or None if no run has this id.
-        """
-        ...
-
     def recoverable(self, *, host: str) -> Sequence[Run]:
         """Return runs that may need a new owner.
 

@@ -41,7 +41,9 @@ class WaitStore(Protocol):
         over already (*wake_at* has passed, the inbox holds an unconsumed event named by
         ``waiting_on = "event:<name>"``, or the run named by ``"run:<id>"`` has
         finished) the run is QUEUED at once; otherwise it is WAITING with *wake_at* and
-        *waiting_on*. A wake-up can therefore never be lost between the two.
+        *waiting_on*. A wake-up can therefore never be lost between the two. With
+        *waiting_on* prefixed by `ANY_EVENT` (``events|...``, a workflow class with
+        ``on_event``), any unconsumed event ends the wait too.
 
         Returns:
             The status set, or None if the run's epoch moved on (nothing changed).
@@ -75,7 +77,8 @@ class WaitStore(Protocol):
         key: str | None = None,
         sender: str | None = None,
     ) -> Event:
-        """Put an event in a run's inbox, durably; queue the run if it waits for *name*.
+        """Put an event in a run's inbox, durably; queue the run if it waits for *name*
+        (or for any event: ``waiting_on`` prefixed by `ANY_EVENT`).
 
         One transaction: the event is stored and the run woken together. Events of one
         name are consumed in the order they were sent. With a *key* that this run has
@@ -88,8 +91,13 @@ class WaitStore(Protocol):
         """
         ...
 
-    def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
+    def consume_event(
+        self, step: Step, epoch: int, name: str | None, *, exclude: str | None = None
+    ) -> tuple[Step, int] | None:
         """Take the run's oldest unconsumed event *name* and record *step* with it.
+
+        With *name* None, the oldest unconsumed event of any name but *exclude* (for a
+        workflow class's ``on_event``), whose name the recorded step takes.
 
         One transaction, fenced by *epoch*: the event's payload becomes the step's
         output, its id the step's input (``{"event": id}``), and the event is marked
@@ -102,6 +110,10 @@ class WaitStore(Protocol):
         Raises:
             LeaseLost: the run's epoch is no longer *epoch*; nothing changed.
         """
+        ...
+
+    def has_events(self, run_id: str, *, exclude: str | None = None) -> bool:
+        """Whether the run's inbox holds an unconsumed event not named *exclude*."""
         ...
 
     def events(self, run_id: str) -> Sequence[Event]:

@@ -4,7 +4,8 @@
 time the backend (`durable.backends.sql`) sends the compiled text straight to the
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
-serve, one module each: runs.py, history.py, waits.py and inspection.py, on the shared
+serve, one module each: runs.py, history.py, waits.py, inspection.py and control.py,
+on the shared
 pieces of base.py. Every write is a single statement, so each is its own short
 transaction:
 
@@ -19,13 +20,16 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .control import ControlStatements
 from .history import HistoryStatements
 from .inspection import InspectionStatements
 from .runs import RunStatements
 from .waits import WaitStatements
 
 
-class Queries(RunStatements, HistoryStatements, WaitStatements, InspectionStatements):
+class Queries(
+    RunStatements, HistoryStatements, WaitStatements, InspectionStatements, ControlStatements
+):
     """Every statement the backend runs, compiled for one dialect: one attribute each."""
 
     def __init__(self, dialect: sa.Dialect) -> None:
@@ -34,3 +38,4 @@ class Queries(RunStatements, HistoryStatements, WaitStatements, InspectionStatem
         self._define_history()
         self._define_waits()
         self._define_inspection()
+        self._define_control()

@@ -29,6 +29,7 @@ QUEUED = constant(RunStatus.QUEUED)
 WAITING = constant(RunStatus.WAITING)
 BLOCKED = constant(RunStatus.BLOCKED)
 CANCELLED = constant(RunStatus.CANCELLED)
+PAUSED = constant(RunStatus.PAUSED)
 UNFINISHED_STEP = tuple(constant(status) for status in StepStatus if not status.finished)
 
 

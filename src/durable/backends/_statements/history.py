@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from durable.backends._schema import history, runs
-from durable.core.records import StepStatus
+from durable.core.records import CANCEL_REQUEST, StepStatus
 
 from .base import UNFINISHED_STEP, Compiler, Statement, bind
 
@@ -163,7 +163,8 @@ class HistoryStatements(Compiler):
         step's status and attempt."""
         r, h = runs.c, history.c
         running: sa.ColumnElement[str] = sa.literal_column(f"'{StepStatus.RUNNING.value}'")
-        no_cancel = r.cancel_requested == sa.literal_column("0")
+        # A pause request lets the attempt finish: only a cancel request stops it.
+        no_cancel = r.cancel_requested.op("&")(sa.literal_column(str(CANCEL_REQUEST))) == 0
         self.heartbeat = self.compile(
             sa.update(history)
             .where(

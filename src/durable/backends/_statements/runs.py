@@ -1,8 +1,8 @@
-"""The SQL of runs and their leases: creating, finishing, claiming, cancelling.
+"""The SQL of runs and their leases: creating, finishing, claiming.
 
 Every change is a compare-and-set ``UPDATE ... WHERE id = ? AND epoch = ?`` (or a
-conditional insert), a statement of its own; cancelling a tree runs three of them in
-one transaction. Finishing a run also wakes a parent waiting on it: on PostgreSQL in
+conditional insert), a statement of its own (cancelling and pausing are in
+control.py). Finishing a run also wakes a parent waiting on it: on PostgreSQL in
 the same statement (`RunStatements._waking_parents`), following the lock-then-check
 rule of waits.py.
 """
@@ -15,10 +15,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from durable.backends._schema import history, runs
+from durable.core.records import ANY_EVENT
 
 from .base import (
     BLOCKED,
-    CANCELLED,
     CHANNEL,
     FINISHED,
     QUEUED,
@@ -41,7 +41,6 @@ class RunStatements(Compiler):
         self.now = self.compile(sa.select(self._now))
         self._define_lifecycle()
         self._define_claims()
-        self._define_cancellation()
         if self.postgres:
             self._define_finish_many()
 
@@ -163,7 +162,12 @@ class RunStatements(Compiler):
         r = runs.c
         done = finished.cte("finished")
         done_topics = sa.select(sa.literal_column("'run:'", sa.Text) + done.c.id)
-        waits_on_one = sa.and_(r.status == WAITING, r.waiting_on.in_(done_topics))
+        # ... or on one of them and any event (a workflow class with on_event).
+        also_events = sa.select(sa.literal_column(f"'{ANY_EVENT}run:'", sa.Text) + done.c.id)
+        waits_on_one = sa.and_(
+            r.status == WAITING,
+            sa.or_(r.waiting_on.in_(done_topics), r.waiting_on.in_(also_events)),
+        )
         woken = (
             sa.update(runs)
             .where(
@@ -306,94 +310,4 @@ class RunStatements(Compiler):
             h.status == RUNNING,
             h.wake_at.is_not(None),
             h.wake_at < self._now,
-        )
-
-    # -- cancellation ---------------------------------------------------------------
-
-    def _define_cancellation(self) -> None:
-        r = runs.c
-        # A run and everything below it: children, grandchildren...
-        tree = (
-            sa.select(r.id.label("id")).where(r.id == bind("id", r.id)).cte("tree", recursive=True)
-        )
-        below = runs.alias("below")
-        tree = tree.union(sa.select(below.c.id).where(below.c.parent_id == tree.c.id))
-        member = runs.alias("member")
-
-        def in_tree(
-            test: Callable[[Any], sa.ColumnElement[bool]],
-        ) -> list[sa.ColumnElement[bool]]:
-            """Runs of the tree that pass *test* (given the runs table's columns).
-
-            The subquery walks the tree and tests each member, so that the UPDATE finds
-            its rows by primary key (SQLite would otherwise read every run of that status
-            through its status index: 16 ms at 100,000 waiting runs, vs 0.1 ms).
-            PostgreSQL re-checks a concurrently updated row against the outer WHERE
-            only, so there the test is repeated.
-            """
-            ids = (
-                sa.select(member.c.id)
-                .select_from(tree.join(member, member.c.id == tree.c.id))
-                .where(test(member.c))
-            )
-            where: list[sa.ColumnElement[bool]] = [r.id.in_(ids.scalar_subquery())]
-            if self.postgres:
-                where.append(test(r))
-            return where
-
-        def never_started(c: Any) -> sa.ColumnElement[bool]:
-            # Blocked runs too: their code diverged from their history, so they cannot
-            # replay to a Cancelled; they end where they are.
-            return sa.or_(sa.and_(c.status == QUEUED, c.started_at.is_(None)), c.status == BLOCKED)
-
-        def to_deliver(c: Any) -> sa.ColumnElement[bool]:
-            # A run that has started must see Cancelled in its code, so that its finally
-            # blocks run: a waiting one, or a queued one (woken, handed back, or asked
-            # before) that has not been asked yet.
-            queued = sa.and_(
-                c.status == QUEUED,
-                c.started_at.is_not(None),
-                c.cancel_requested == sa.literal_column("0"),
-            )
-            return sa.or_(c.status == WAITING, queued)
-
-        def running(c: Any) -> sa.ColumnElement[bool]:
-            return sa.and_(c.status == RUNNING, c.cancel_requested == sa.literal_column("0"))
-
-        self.cancel_now = self.compile(
-            self._notifying(
-                sa.update(runs)
-                .where(*in_tree(never_started))
-                .values(
-                    status=CANCELLED,
-                    lease_owner=sa.null(),
-                    lease_until=sa.null(),
-                    updated_at=self._now,
-                    finished_at=self._now,
-                ),
-                self._run_topic(),
-                r.parent_id,
-            )
-        )
-        # A started run is queued (again) with the request, to receive Cancelled in
-        # its code: at the wait it sleeps in, or at its next durable call.
-        self.cancel_waiting = self.compile(
-            self._waking(
-                sa.update(runs)
-                .where(*in_tree(to_deliver))
-                .values(
-                    status=QUEUED,
-                    cancel_requested=sa.literal_column("1"),
-                    wake_at=sa.null(),
-                    waiting_on=sa.null(),
-                )
-            )
-        )
-        self.cancel_request = self.compile(
-            self._notifying(
-                sa.update(runs)
-                .where(*in_tree(running))
-                .values(cancel_requested=sa.literal_column("1")),
-                self._run_topic(),
-            )
         )

@@ -25,6 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from durable.backends._schema import events, runs
+from durable.core.records import ANY_EVENT
 
 from .base import FINISHED, QUEUED, RUNNING, WAITING, Compiler
 
@@ -51,6 +52,11 @@ class WaitStatements(Compiler):
             e.name == param("event", sa.Text),
             e.consumed_position.is_(None),
         )
+        # A workflow class with on_event: any unconsumed event ends its wait.
+        inbox_any = sa.and_(
+            param("any_event", sa.Boolean),
+            sa.exists().where(e.run_id == run_id, e.consumed_position.is_(None)),
+        )
         awaited = runs.alias("awaited")
         awaited_finished = sa.exists().where(
             awaited.c.id == param("child", sa.Text), awaited.c.status.in_(FINISHED)
@@ -59,7 +65,7 @@ class WaitStatements(Compiler):
         # the CASEs below, which once left a run WAITING with no wake time, forever.
         # (SQLite's 'now' is the same for a whole statement.)
         timer_over = sa.and_(wake_at.is_not(None), wake_at <= self._statement_now)
-        over = sa.or_(timer_over, inbox_holds, awaited_finished)
+        over = sa.or_(timer_over, inbox_holds, inbox_any, awaited_finished)
         self.suspend = self.compile(
             self._waking(
                 sa.update(runs)
@@ -78,14 +84,16 @@ class WaitStatements(Compiler):
 
         # -- waking ---------------------------------------------------------------
         awoken = {"status": QUEUED, "wake_at": sa.null(), "waiting_on": sa.null()}
-        # Only after lock_run (or on SQLite): queue a run waiting on exactly this.
+        # Only after lock_run (or on SQLite): queue a run waiting on exactly this (or on
+        # this and any event).
+        waiting_on = param("waiting_on", sa.Text)
         self.wake = self.compile(
             self._waking(
                 sa.update(runs)
                 .where(
                     r.id == run_id,
                     r.status == WAITING,
-                    r.waiting_on == param("waiting_on", sa.Text),
+                    r.waiting_on.in_([waiting_on, sa.literal(ANY_EVENT, sa.Text) + waiting_on]),
                 )
                 .values(updated_at=now, **awoken)
             )
@@ -155,6 +163,23 @@ class WaitStatements(Compiler):
             .values(consumed_position=param("position", sa.Integer), consumed_at=now)
             .returning(e.id, e.payload)
         )
+        any_oldest = (
+            sa.select(e.id)
+            .where(
+                e.run_id == run_id,
+                e.consumed_position.is_(None),
+                sa.or_(param("exclude", sa.Text).is_(None), e.name != param("exclude", sa.Text)),
+            )
+            .order_by(e.id)
+            .limit(1)
+        )
+        self.take_any_event = self.compile(
+            sa.update(events)
+            .where(e.id == any_oldest.scalar_subquery(), e.consumed_position.is_(None))
+            .values(consumed_position=param("position", sa.Integer), consumed_at=now)
+            .returning(e.id, e.payload, e.name)
+        )
+        self.has_events = self.compile(sa.select(any_oldest.exists()))
         self.list_events = self.compile(
             sa.select(*events.c).where(e.run_id == run_id).order_by(e.id)
         )

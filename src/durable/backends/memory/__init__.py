@@ -3,8 +3,9 @@
 It is the reference implementation of the Backend contracts and what unit tests run
 on. It keeps nothing across processes. Its clock is injectable, so a virtual clock can
 drive lease expiry in tests. The class is assembled from one mixin per role of the
-storage seam: runs and leases (_runs.py), histories (_history.py), waits (_waits.py)
-and the operator's side (_inspection.py), on the shared state of _base.py.
+storage seam: runs and leases (_runs.py), histories (_history.py), waits (_waits.py),
+cancelling and pausing (_control.py) and the operator's side (_inspection.py), on the
+shared state of _base.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 from durable.backends._hub import Hub
 from durable.core.clock import SYSTEM_CLOCK, Clock
 
+from ._control import MemoryControl
 from ._history import MemoryHistory
 from ._inspection import MemoryInspection
 from ._runs import MemoryRuns
@@ -23,7 +25,7 @@ from ._waits import MemoryWaits
 __all__ = ["MemoryBackend"]
 
 
-class MemoryBackend(MemoryRuns, MemoryHistory, MemoryWaits, MemoryInspection):
+class MemoryBackend(MemoryRuns, MemoryHistory, MemoryWaits, MemoryInspection, MemoryControl):
     """An in-process backend for tests and demos. Nothing survives the process."""
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:

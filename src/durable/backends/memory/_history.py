@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from durable.core.records import Step, StepStatus
+from durable.core.records import Step, StepStatus, either, requests
 from durable.errors import LeaseLost
 
 from ._base import MemoryBase, written_over
@@ -25,20 +25,20 @@ class MemoryHistory(MemoryBase):
             steps = self._history.get(run_id, {})
             return [steps[p] for p in sorted(steps)]
 
-    def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
+    def record(self, step: Step, epoch: int) -> tuple[Step, int]:
         """See `HistoryStore.record`."""
         with self._lock:
             self._check_open()
             return self._record(step, epoch)
 
-    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool]:
+    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], int]:
         """See `HistoryStore.record_steps`."""
         with self._lock:  # the fence is checked by the first; nothing happens in between
             self._check_open()
             done = [self._record(step, epoch) for step in steps]
-            return [stored for stored, _ in done], any(cancel for _, cancel in done)
+            return [stored for stored, _ in done], either(flags for _, flags in done)
 
-    def _record(self, step: Step, epoch: int) -> tuple[Step, bool]:
+    def _record(self, step: Step, epoch: int) -> tuple[Step, int]:
         run = self._runs.get(step.run_id)
         if run is None or run.epoch != epoch:
             raise LeaseLost(
@@ -49,10 +49,10 @@ class MemoryHistory(MemoryBase):
         steps = self._history[step.run_id]
         existing = steps.get(step.position)
         if existing is not None and existing.status.finished:
-            return existing, run.cancel_requested
+            return existing, requests(run)
         stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
         steps[step.position] = written_over(stored, existing)
-        return stored, run.cancel_requested
+        return stored, requests(run)
 
     def heartbeat(
         self,

@@ -1,4 +1,4 @@
-"""The memory backend's runs and leases: creating, finishing, claiming, cancelling.
+"""The memory backend's runs and leases: creating, finishing, claiming.
 
 A mixin of `MemoryBackend` (it shares that class's lock and dictionaries, see
 `MemoryBase`); the reference for what `sql/_runs.py` does with SQL.
@@ -19,7 +19,7 @@ class MemoryRuns(MemoryBase):
     """`RunStore` for `MemoryBackend` (see there for the contracts)."""
 
     _wake: Callable[[str | None, str | None], list[str]]
-    _record: Callable[[Step, int], tuple[Step, bool]]
+    _record: Callable[[Step, int], tuple[Step, int]]
 
     def create_run(self, new: NewRun) -> tuple[Run, bool]:
         """See `RunStore.create_run`."""
@@ -235,56 +235,3 @@ class MemoryRuns(MemoryBase):
             )
         self._hub.notify(f"queue:{run.queue}")
         return True
-
-    def cancel_run(self, run_id: str) -> Run | None:
-        """See `RunStore.cancel_run`."""
-        changed: list[str] = []
-        woken: list[tuple[str | None, str]] = []
-        with self._lock:
-            self._check_open()
-            if run_id not in self._runs:
-                return None
-            now = self.now()
-            tree, frontier = {run_id}, {run_id}
-            while frontier:
-                frontier = {r.id for r in self._runs.values() if r.parent_id in frontier} - tree
-                tree |= frontier
-            for member in tree:
-                run = self._runs[member]
-                started = run.started_at is not None
-                if run.status is RunStatus.BLOCKED or (
-                    run.status is RunStatus.QUEUED and not started
-                ):
-                    self._runs[member] = dataclasses.replace(
-                        run,
-                        status=RunStatus.CANCELLED,
-                        lease_owner=None,
-                        lease_until=None,
-                        updated_at=now,
-                        finished_at=now,
-                    )
-                    woken.append((run.parent_id, f"run:{member}"))
-                elif run.status is RunStatus.RUNNING and not run.cancel_requested:
-                    self._runs[member] = dataclasses.replace(run, cancel_requested=True)
-                elif run.status is RunStatus.WAITING or (
-                    run.status is RunStatus.QUEUED and not run.cancel_requested
-                ):
-                    # Queued (again) with the request, to receive Cancelled in its code:
-                    # at the wait it sleeps in, or at its next durable call.
-                    self._runs[member] = dataclasses.replace(
-                        run,
-                        status=RunStatus.QUEUED,
-                        cancel_requested=True,
-                        wake_at=None,
-                        waiting_on=None,
-                        updated_at=now,
-                    )
-                    changed.append(f"queue:{run.queue}")
-                else:
-                    continue
-                changed.append(f"run:{member}")
-            for parent, topic in woken:
-                changed += self._wake(parent, topic)
-            result = self._runs[run_id]
-        self._notify(changed)
-        return result

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from durable.backends._hub import Watch
 from durable.backends._protocol.waits import TIMERS
-from durable.core.records import Event, RunStatus, Step, StepStatus
+from durable.core.records import Event, RunStatus, Step, StepStatus, awaited, requests
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
 from ._base import MemoryBase, written_over
@@ -28,7 +28,9 @@ class MemoryWaits(MemoryBase):
         if run is None or run.status is not RunStatus.WAITING:
             return []
         if waiting_on is not None and run.waiting_on != waiting_on:
-            return []
+            named, any_event = awaited(run.waiting_on)
+            if named != waiting_on and not (any_event and waiting_on.startswith("event:")):
+                return []
         self._runs[run.id] = dataclasses.replace(
             run, status=RunStatus.QUEUED, wake_at=None, waiting_on=None, updated_at=self.now()
         )
@@ -60,13 +62,15 @@ class MemoryWaits(MemoryBase):
         return status
 
     def _satisfied(self, run_id: str, waiting_on: str | None) -> bool:
+        waiting_on, any_event = awaited(waiting_on)
+        inbox = self._events.get(run_id, [])
+        if any_event and any(e.consumed_position is None for e in inbox):
+            return True
         if waiting_on is None:
             return False
         kind, _, name = waiting_on.partition(":")
         if kind == "event":
-            return any(
-                e.name == name and e.consumed_position is None for e in self._events.get(run_id, [])
-            )
+            return any(e.name == name and e.consumed_position is None for e in inbox)
         other = self._runs.get(name)
         return other is not None and other.status.finished
 
@@ -138,7 +142,9 @@ class MemoryWaits(MemoryBase):
         self._notify(woken)
         return event
 
-    def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
+    def consume_event(
+        self, step: Step, epoch: int, name: str | None, *, exclude: str | None = None
+    ) -> tuple[Step, int] | None:
         """See `WaitStore.consume_event`."""
         with self._lock:
             self._check_open()
@@ -151,10 +157,15 @@ class MemoryWaits(MemoryBase):
                 )
             existing = self._history[step.run_id].get(step.position)
             if existing is not None and existing.status.finished:
-                return existing, run.cancel_requested
+                return existing, requests(run)
             inbox = self._events.get(step.run_id, [])
             index = next(
-                (i for i, e in enumerate(inbox) if e.name == name and e.consumed_position is None),
+                (
+                    i
+                    for i, e in enumerate(inbox)
+                    if e.consumed_position is None
+                    and (e.name == name if name is not None else e.name != exclude)
+                ),
                 None,
             )
             if index is None:
@@ -163,6 +174,7 @@ class MemoryWaits(MemoryBase):
             inbox[index] = dataclasses.replace(event, consumed_position=step.position)
             stored = dataclasses.replace(
                 step,
+                name=event.name,
                 status=StepStatus.COMPLETED,
                 input=b'j{"event":%d}' % event.id,
                 output=event.payload,
@@ -170,7 +182,16 @@ class MemoryWaits(MemoryBase):
             )
             # As in `record`: a waiting position written over keeps its first start.
             self._history[step.run_id][step.position] = written_over(stored, existing)
-            return stored, run.cancel_requested
+            return stored, requests(run)
+
+    def has_events(self, run_id: str, *, exclude: str | None = None) -> bool:
+        """See `WaitStore.has_events`."""
+        with self._lock:
+            self._check_open()
+            return any(
+                e.consumed_position is None and e.name != exclude
+                for e in self._events.get(run_id, [])
+            )
 
     def events(self, run_id: str) -> Sequence[Event]:
         """See `WaitStore.events`."""

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from durable.backends import _rows
 from durable.backends._connections import Session
 from durable.backends._group import GroupCommit, Write, in_one_transaction, one_by_one
-from durable.core.records import Step
+from durable.core.records import CANCEL_REQUEST, Step, either
 from durable.errors import LeaseLost
 
 from ._base import SQLBase
@@ -38,7 +38,7 @@ class SQLHistory(SQLBase):
             ],
         )
 
-    def record(self, step: Step, epoch: int) -> tuple[Step, bool]:
+    def record(self, step: Step, epoch: int) -> tuple[Step, int]:
         """See `HistoryStore.record`."""
         values = _rows.step_params(step, epoch)
         if self._sql.record_permutation is not None:
@@ -55,7 +55,7 @@ class SQLHistory(SQLBase):
             else:
                 rows, _ = self._steps.write(self._sql.record.sql, values, name="Recording steps")
                 if rows:  # the run's cancellation flag
-                    return stored, bool(rows[0][0])
+                    return stored, int(rows[0][0])
             # Nothing written: fenced off, the position is finished (by our own earlier
             # attempt whose acknowledgement was lost, or by a former owner), or (quiet)
             # the run has a cancel request.
@@ -76,12 +76,12 @@ class SQLHistory(SQLBase):
                 )
             found = None if row[2] is None else _rows.step(row[2:])
             if found is not None and found.status.finished:
-                return found, bool(row[1])
+                return found, int(row[1])
             if quiet is not None and row[1]:
                 quiet = None  # record it anyway; the flag comes back with it
             # else: pragma: no cover - the row vanished in between (purged?); write again
 
-    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool]:
+    def record_steps(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], int]:
         """See `HistoryStore.record_steps`."""
         if len(steps) == 1:
             stored, cancel = self.record(steps[0], epoch)
@@ -95,9 +95,9 @@ class SQLHistory(SQLBase):
         # already finished (by an earlier attempt of this very write whose
         # acknowledgement was lost). `record` tells which, step by step, in order.
         outcomes = [self.record(step, epoch) for step in steps]
-        return [stored for stored, _ in outcomes], any(cancel for _, cancel in outcomes)
+        return [stored for stored, _ in outcomes], either(flags for _, flags in outcomes)
 
-    def _record_pair(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], bool] | None:
+    def _record_pair(self, steps: Sequence[Step], epoch: int) -> tuple[list[Step], int] | None:
         """The steps in one statement (one round trip, one commit); None if not all
         were written (the caller then finds out which, one by one)."""
         if len(steps) != 2:
@@ -108,9 +108,9 @@ class SQLHistory(SQLBase):
         if self._sql.record_quiet is not None:  # SQLite: the row count; refused on cancel
             if rows[0][0] != 2:
                 return None
-            cancel = False
+            cancel = 0
         elif len(rows) == 2:  # PostgreSQL: each written row, with the cancellation flag
-            cancel = bool(rows[0][0])
+            cancel = int(rows[0][0])
         else:
             return None
         stored = [s if s.epoch == epoch else dataclasses.replace(s, epoch=epoch) for s in steps]
@@ -145,7 +145,12 @@ class SQLHistory(SQLBase):
                 conn, self._sql.heartbeat_check, {"run_id": run_id, "position": position}
             ).fetchone(),
         )
-        if found is not None and tuple(found) == (epoch, True, "running", attempt):
+        if found is not None and (found[0], found[1] & CANCEL_REQUEST, *found[2:]) == (
+            epoch,
+            CANCEL_REQUEST,
+            "running",
+            attempt,
+        ):
             return True  # cancelled: nothing written, the attempt is to stop
         raise LeaseLost(
             f"Run {run_id!r} no longer runs attempt {attempt} at position {position} under "
@@ -154,7 +159,7 @@ class SQLHistory(SQLBase):
             epoch=epoch,
         )
 
-    def _record_in(self, session: Session, step: Step, epoch: int) -> tuple[Step, bool] | None:
+    def _record_in(self, session: Session, step: Step, epoch: int) -> tuple[Step, int] | None:
         """Record *step* on *session* (inside the caller's transaction); None if nothing
         was written (fenced off, or the position is finished)."""
         values = _rows.step_params(step, epoch)
@@ -164,7 +169,7 @@ class SQLHistory(SQLBase):
         if row is None:
             return None
         stored = step if step.epoch == epoch else dataclasses.replace(step, epoch=epoch)
-        return stored, bool(row[0])
+        return stored, int(row[0])
 
     def _write_steps(self, batch: list[Write]) -> None:
         """Record a batch of steps (PostgreSQL): one multi-row statement."""

@@ -1,4 +1,4 @@
-"""The SQL backend's runs and leases: creating, finishing, claiming, cancelling.
+"""The SQL backend's runs and leases: creating, finishing, claiming.
 
 A mixin of `SQLBackend`; the statements are in `_statements/runs.py`. Writes that may
 be retried after a lost connection read back whether their first attempt committed.
@@ -29,7 +29,7 @@ class SQLRuns(SQLBase):
     _new_runs: GroupCommit
     _outcomes: GroupCommit
     _wake_parents: Callable[[Session, Rows], Rows]
-    _record_in: Callable[[Session, Step, int], tuple[Step, bool] | None]
+    _record_in: Callable[[Session, Step, int], tuple[Step, int] | None]
 
     def now(self) -> float:
         """See `RunStore.now`."""
@@ -352,27 +352,3 @@ class SQLRuns(SQLBase):
             return bool(rows)
 
         return self._db.run(f"Releasing run {run_id!r}", body)
-
-    def cancel_run(self, run_id: str) -> Run | None:
-        """See `RunStore.cancel_run`."""
-
-        def body(conn: Any, _retried: bool) -> Run | None:
-            with self._db.transaction(conn):
-                cancelled = self._execute(conn, self._sql.cancel_now, {"id": run_id}).fetchall()
-                changed = [
-                    (topic,)
-                    for row in self._execute(
-                        conn, self._sql.cancel_waiting, {"id": run_id}
-                    ).fetchall()
-                    for topic in row[:2]
-                ]
-                changed += self._execute(conn, self._sql.cancel_request, {"id": run_id}).fetchall()
-                # Parents last: one in the tree, waiting on a child cancelled just now,
-                # has been queued with its cancel request above; woken first, it would
-                # be QUEUED without one, and cancel_waiting would pass it by.
-                changed += self._wake_parents(conn, [(row[0], row[1]) for row in cancelled])
-                row = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
-            self._announce(changed)
-            return None if row is None else _rows.run(row)
-
-        return self._db.run(f"Cancelling run {run_id!r}", body)

@@ -18,7 +18,7 @@ from durable.backends._group import Rows
 from durable.backends._hub import Watch
 from durable.backends._listener import Listener
 from durable.backends._statements.base import CHANNEL
-from durable.core.records import Event, RunStatus, Step, StepStatus
+from durable.core.records import Event, RunStatus, Step, StepStatus, awaited
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
 from ._base import SQLBase
@@ -38,7 +38,7 @@ class SQLWaits(SQLBase):
     #: Hears other processes' notifications (PostgreSQL), started by the first watch.
     _listener: Listener | None
     _listener_lock: threading.Lock
-    _record_in: Callable[[Session, Step, int], tuple[Step, bool] | None]
+    _record_in: Callable[[Session, Step, int], tuple[Step, int] | None]
 
     def _announce_wakes(self, rows: Sequence[Sequence[Any]]) -> None:
         """Wake waiters on both topics of rows from `Compiler._waking` statements."""
@@ -65,8 +65,10 @@ class SQLWaits(SQLBase):
         self, run_id: str, epoch: int, *, wake_at: float | None, waiting_on: str | None
     ) -> RunStatus | None:
         """See `WaitStore.suspend_run`."""
-        kind, _, name = (waiting_on or "").partition(":")
+        named, any_event = awaited(waiting_on)
+        kind, _, name = (named or "").partition(":")
         values = {
+            "any_event": any_event,
             "id": run_id,
             "epoch": epoch,
             "wake_at": wake_at,
@@ -147,7 +149,8 @@ class SQLWaits(SQLBase):
                     {"id": run_id, "name": name, "payload": payload, "sender": sender, "key": key},
                 ).fetchone()
                 woken: Rows = []
-                if status is RunStatus.WAITING and row[1] == f"event:{name}":
+                named, any_event = awaited(row[1])
+                if status is RunStatus.WAITING and (any_event or named == f"event:{name}"):
                     woken = self._execute(
                         session, self._sql.wake, {"id": run_id, "waiting_on": row[1]}
                     ).fetchall()
@@ -166,21 +169,22 @@ class SQLWaits(SQLBase):
         self._announce_wakes(woken)
         return event
 
-    def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | None:
+    def consume_event(
+        self, step: Step, epoch: int, name: str | None, *, exclude: str | None = None
+    ) -> tuple[Step, int] | None:
         """See `WaitStore.consume_event`."""
+        take = self._sql.take_event if name is not None else self._sql.take_any_event
+        values = {"id": step.run_id, "name": name, "exclude": exclude, "position": step.position}
 
-        def body(session: Session, _retried: bool) -> tuple[Step, bool] | None:
+        def body(session: Session, _retried: bool) -> tuple[Step, int] | None:
             try:
                 with self._db.transaction(session):
-                    taken = self._execute(
-                        session,
-                        self._sql.take_event,
-                        {"id": step.run_id, "name": name, "position": step.position},
-                    ).fetchone()
+                    taken = self._execute(session, take, values).fetchone()
                     if taken is None:
                         raise _NoEvent
                     consumed = dataclasses.replace(
                         step,
+                        name=step.name if name is not None else taken[2],
                         status=StepStatus.COMPLETED,
                         input=b'j{"event":%d}' % taken[0],
                         output=taken[1],
@@ -194,7 +198,9 @@ class SQLWaits(SQLBase):
             return None
 
         result = self._db.run(
-            f"Consuming event {name!r} at position {step.position} of run {step.run_id!r}", body
+            f"Consuming event {name or '(any)'!r} at position {step.position} of run "
+            f"{step.run_id!r}",
+            body,
         )
         if result is not None:
             return result
@@ -216,8 +222,19 @@ class SQLWaits(SQLBase):
             )
         recorded = None if conflict[2] is None else _rows.step(conflict[2:])
         if recorded is not None and recorded.status.finished:
-            return recorded, bool(conflict[1])
+            return recorded, int(conflict[1])
         return None
+
+    def has_events(self, run_id: str, *, exclude: str | None = None) -> bool:
+        """See `WaitStore.has_events`."""
+        return self._db.run(
+            f"Reading the inbox of run {run_id!r}",
+            lambda session, _: bool(
+                self._execute(
+                    session, self._sql.has_events, {"id": run_id, "exclude": exclude}
+                ).fetchone()[0]
+            ),
+        )
 
     def events(self, run_id: str) -> Sequence[Event]:
         """See `WaitStore.events`."""
