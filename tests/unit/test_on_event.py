@@ -210,3 +210,32 @@ def test_events_left_when_the_main_branch_returns_stay_in_the_inbox(env: Durable
     env.drain()
     assert h.result() == "done"
     assert [e.consumed_position for e in env.backend.events(h.id)] == [None]
+
+
+@task
+async def fetch(n: int) -> int:
+    return n * 2
+
+
+def test_an_async_class_takes_events_in_a_plain_handler(env: DurableEnv) -> None:
+    """``handle`` may be ``async def``; ``on_event`` stays a plain ``def``, and its
+    durable calls are plain calls."""
+
+    @workflow
+    class Collector:
+        def __init__(self) -> None:
+            self.got: list[object] = []
+
+        async def handle(self) -> list[object]:
+            first = await fetch(1)
+            wait("done")
+            return [first, *self.got]
+
+        def on_event(self, name: str, payload: Any) -> None:
+            self.got.append((name, payload, update_address("c", payload)))
+
+    h = env.dispatch(Collector)
+    env.send(h.id, "item", 5)
+    env.send(h.id, "done")
+    assert h.result() == [2, ("item", 5, None)]
+    assert calls == ["address c 5"]

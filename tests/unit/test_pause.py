@@ -214,3 +214,32 @@ def test_a_resumed_cancelled_parent_resumes_the_children_cancelled_with_it(
     env.advance(timedelta(minutes=10))
     assert h.result() == ["woke", "parent"]
     assert env.run(child.id).status is RunStatus.COMPLETED
+
+
+def test_pause_and_resume_of_a_finished_parent_leave_its_children_alone(
+    env: DurableEnv,
+) -> None:
+    """A finished run answers False, and nothing below it changes (a detached child)."""
+
+    @workflow
+    def detaching() -> str:
+        durable.dispatch(sleeper)
+        return "left"
+
+    h = env.dispatch(detaching)
+    assert h.result() == "left"
+    child = next(r for r in env.backend.list_runs(RunQuery(parent_id=h.id), limit=5))
+    assert env.run(child.id).status is RunStatus.WAITING
+    assert h.pause() is False and env.run(child.id).status is RunStatus.WAITING
+    durable.pause(child.id)
+    assert h.resume() is False and env.run(child.id).status is RunStatus.PAUSED
+
+
+def test_a_cancelled_run_past_its_deadline_is_not_resumed(env: DurableEnv) -> None:
+    h = env.dispatch(sleeper, timeout=timedelta(hours=2))
+    h.cancel()
+    env.drain()
+    assert env.run(h.id).status is RunStatus.CANCELLED
+    env.advance(timedelta(hours=3))
+    assert h.resume() is False
+    assert env.run(h.id).status is RunStatus.CANCELLED

@@ -140,6 +140,7 @@ SUMMARY = {
     "wake_at": None,
     "waiting_on": None,
     "cancel_requested": False,
+    "pause_requested": False,
     "recoveries": 0,
 }
 
@@ -177,6 +178,14 @@ class FakeOps:
     def cancel(self, run_id: str, **options: Any) -> dict[str, Any]:
         self._record("cancel", run_id, **options)
         return {**SUMMARY, "status": "cancelled"}
+
+    def pause(self, run_id: str, **options: Any) -> dict[str, Any]:
+        self._record("pause", run_id, **options)
+        return {**SUMMARY, "status": "paused"}
+
+    def resume(self, run_id: str, **options: Any) -> dict[str, Any]:
+        self._record("resume", run_id, **options)
+        return SUMMARY
 
     def retry(self, run_id: str, **options: Any) -> dict[str, Any]:
         self._record("retry", run_id, **options)

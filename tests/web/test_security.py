@@ -19,6 +19,8 @@ GET_PATHS = ["/api/v1/runs", "/api/v1/session", "/api/v1/health", "/api/v1/stats
 POSTS = [
     ("/api/v1/runs", {"workflow": "app.flow"}),
     ("/api/v1/runs/r1/cancel", {}),
+    ("/api/v1/runs/r1/pause", {}),
+    ("/api/v1/runs/r1/resume", {}),
     ("/api/v1/runs/r1/retry", {}),
     ("/api/v1/runs/r1/events", {"name": "go"}),
 ]

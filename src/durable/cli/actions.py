@@ -1,8 +1,10 @@
-"""`durable start`, `cancel`, `retry` and `send`: acting on runs, one or many.
+"""`durable start`, `cancel`, `pause`, `resume`, `retry` and `send`: acting on runs,
+one or many.
 
 Every action is recorded on the run with its actor, ``cli:<user>``. The bulk forms
-(``cancel --all``, ``retry --all``) select runs with the `durable ls` filters, say how
-many match, and act only after a yes on a terminal or ``--yes``.
+(``cancel --all``, ``pause --all``, ``resume --all``, ``retry --all``; see `bulk`)
+select runs with the `durable ls` filters, say how many match, and act only after a
+yes on a terminal or ``--yes``.
 """
 
 from __future__ import annotations
@@ -11,16 +13,15 @@ import argparse
 import importlib
 import json
 import os
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from durable.ops import Operations, OpsError
 from durable.runtime import registry as _registry
 
+from .bulk import add_bulk_options, one_or_all
 from .common import add_db_option, import_modules
-from .output import BulkReport, InputError, add_output_option, note, print_object, runs
-from .runs import add_filters, filters, operations
+from .output import InputError, add_output_option, print_object
+from .runs import operations
 
 START_EXAMPLES = """\
 examples:
@@ -40,10 +41,36 @@ examples:
   durable cancel --all --workflow myapp.flows.report --status queued
   durable cancel --all --since 1h --yes         # no question asked (scripts)
 
-A queued or blocked run is cancelled at once (and its children). A running or waiting
-one is asked to stop: it raises Cancelled at its next durable call in a worker, so its
-finally blocks run. --all without --status selects the unfinished runs (queued, running,
-waiting, blocked).
+A queued or blocked run, or a paused one that never started, is cancelled at once (and
+its children). A running, waiting or paused one is asked to stop: it raises Cancelled at
+its next durable call in a worker, so its finally blocks run. --all without --status
+selects the unfinished runs (queued, running, waiting, blocked, paused).
+"""
+
+PAUSE_EXAMPLES = """\
+examples:
+  durable pause order-o-1
+  durable pause --all --workflow myapp.flows.report --yes
+
+A queued or waiting run is paused at once, with its unfinished children; a running one
+stops at its next durable call in a worker (the task in flight finishes first; `durable
+show` says "pause requested" until then). A paused run holds no worker and is never
+picked up; a timer that comes due or an event that arrives meanwhile takes effect once
+it is resumed. A finished or blocked run, or one being cancelled, cannot be paused.
+--all without --status selects the queued, running and waiting runs.
+"""
+
+RESUME_EXAMPLES = """\
+examples:
+  durable resume order-o-1
+  durable resume --all --workflow myapp.flows.report --yes
+  durable resume order-o-2        # a cancelled run: it goes on as if never cancelled
+
+A paused run (and the paused runs below it) is queued again: it replays to where it
+stopped and goes on. A running run asked to pause is let go on. A cancelled run goes on
+from where the cancellation reached its code (its children cancelled with it first).
+Other runs cannot be resumed: retry a failed one; a timed_out one's deadline has passed,
+start a new one. --all without --status selects the paused runs.
 """
 
 RETRY_EXAMPLES = """\
@@ -65,7 +92,8 @@ examples:
 
 
 def add_commands(commands: Any) -> None:
-    """Add ``start``, ``cancel``, ``retry`` and ``send`` to the `durable` parser."""
+    """Add ``start``, ``cancel``, ``pause``, ``resume``, ``retry`` and ``send`` to the
+    `durable` parser."""
     start = _parser(commands, "start", "queue a new run of a workflow", START_EXAMPLES)
     start.add_argument("workflow", metavar="WORKFLOW", help="the workflow's registered name")
     start.add_argument(
@@ -91,6 +119,14 @@ def add_commands(commands: Any) -> None:
     add_bulk_options(cancel, "cancel")
     cancel.set_defaults(handler=run_cancel)
 
+    pause = _parser(commands, "pause", "pause a run, or every run that matches", PAUSE_EXAMPLES)
+    add_bulk_options(pause, "pause")
+    pause.set_defaults(handler=run_pause)
+
+    resume = _parser(commands, "resume", "resume a paused or cancelled run", RESUME_EXAMPLES)
+    add_bulk_options(resume, "resume")
+    resume.set_defaults(handler=run_resume)
+
     retry = _parser(commands, "retry", "run a failed run again from its failure", RETRY_EXAMPLES)
     add_bulk_options(retry, "retry")
     retry.set_defaults(handler=run_retry)
@@ -102,7 +138,7 @@ def add_commands(commands: Any) -> None:
     send.add_argument("--key", metavar="KEY", help="send at most once under this key")
     send.set_defaults(handler=run_send)
 
-    for parser in (start, cancel, retry, send):
+    for parser in (start, cancel, pause, resume, retry, send):
         add_db_option(parser)
         add_output_option(parser)
         add_user_option(parser)
@@ -213,16 +249,34 @@ def register(workflow: str, imports: list[str]) -> None:
 
 def run_cancel(args: argparse.Namespace) -> int:
     """`durable cancel ID` or `durable cancel --all ...`."""
-    return _one_or_all(
+    return one_or_all(
         args,
         lambda ops, run_id: ops.cancel(run_id, actor=actor(args)),
         _cancelled,
     )
 
 
+def run_pause(args: argparse.Namespace) -> int:
+    """`durable pause ID` or `durable pause --all ...`."""
+    return one_or_all(
+        args,
+        lambda ops, run_id: ops.pause(run_id, actor=actor(args)),
+        _paused,
+    )
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    """`durable resume ID` or `durable resume --all ...`."""
+    return one_or_all(
+        args,
+        lambda ops, run_id: ops.resume(run_id, actor=actor(args)),
+        _resumed,
+    )
+
+
 def run_retry(args: argparse.Namespace) -> int:
     """`durable retry ID` or `durable retry --all ...`."""
-    return _one_or_all(
+    return one_or_all(
         args,
         lambda ops, run_id: ops.retry(run_id, actor=actor(args)),
         _retried,
@@ -243,33 +297,6 @@ def run_send(args: argparse.Namespace) -> int:
     return 0
 
 
-Act = Callable[[Operations, str], Mapping[str, Any]]
-
-
-def _one_or_all(
-    args: argparse.Namespace, act: Act, describe: Callable[[Mapping[str, Any]], str]
-) -> int:
-    verb = args.command
-    chosen = filters(args)
-    if args.all:
-        if args.run_id is not None:
-            raise InputError(f"give a run ID or --all, not both: {verb} {args.run_id} --all.")
-        return run_bulk(args, act, chosen)
-    if args.run_id is None:
-        raise InputError(
-            f"give the ID of the run to {verb}, or --all with filters to {verb} many runs."
-        )
-    if any(chosen.values()):
-        raise InputError(
-            "the filters (--status, --workflow, --since...) select runs for --all: add --all, "
-            f"or drop them to {verb} run {args.run_id} alone."
-        )
-    with operations(args) as ops:
-        answer = act(ops, args.run_id)
-    print_object(answer, args.output, lambda: describe(answer))
-    return 0
-
-
 def _cancelled(answer: Mapping[str, Any]) -> str:
     if answer["status"] == "cancelled":
         return f"Cancelled run {answer['id']}."
@@ -279,97 +306,22 @@ def _cancelled(answer: Mapping[str, Any]) -> str:
     )
 
 
+def _paused(answer: Mapping[str, Any]) -> str:
+    if answer["status"] == "paused":
+        return f"Paused run {answer['id']}."
+    return (
+        f"Asked run {answer['id']} to pause ({answer['status']}): it stops at its next "
+        "durable call in a worker."
+    )
+
+
+def _resumed(answer: Mapping[str, Any]) -> str:
+    if answer["status"] == "running":  # it was only asked to pause: the request is withdrawn
+        return f"Resumed run {answer['id']} (running): it goes on without pausing."
+    return f"Resumed run {answer['id']} ({answer['status']})."
+
+
 def _retried(answer: Mapping[str, Any]) -> str:
     run = answer["run"]
     reopened = ", ".join(str(position) for position in answer["reopened"]) or "none"
     return f"Retried run {run['id']} ({run['status']}); reopened positions: {reopened}."
-
-
-# -- bulk: --all with the ls filters ----------------------------------------------------
-
-#: What ``--all`` selects when no --status is given: the runs the action can apply to.
-DEFAULT_STATUSES = {
-    "cancel": ("queued", "running", "waiting", "blocked"),
-    "retry": ("failed", "dead"),
-}
-
-#: Runs fetched per page while collecting the ones to act on.
-PAGE = 200
-
-
-def add_bulk_options(parser: argparse.ArgumentParser, verb: str) -> None:
-    """ID, or --all with the ls filters, and --yes."""
-    parser.add_argument("run_id", nargs="?", metavar="ID", help=f"the run to {verb}")
-    parser.add_argument(
-        "--all",
-        action="store_true",
-        help=f"{verb} every run that matches the filters below (asks first)",
-    )
-    group = parser.add_argument_group("filters (with --all; as in durable ls)")
-    add_filters(group)  # type: ignore[arg-type]
-    parser.add_argument(
-        "--yes",
-        "-y",
-        action="store_true",
-        help="act without asking; needed with --all when stdin is not a terminal",
-    )
-
-
-def run_bulk(args: argparse.Namespace, act: Act, chosen: dict[str, Any]) -> int:
-    """Count the matching runs, confirm, then act on each; a run that fails (say, it
-    finished meanwhile) is reported and the rest go on. Exit 1 if any failed."""
-    verb = args.command
-    if not chosen["status"]:
-        chosen["status"] = DEFAULT_STATUSES[verb]
-    with operations(args) as ops:
-        matching = ops.count_runs(**chosen)
-        if matching == 0:
-            BulkReport(args.output, verb, 0).finish()
-            return 0
-        note(f"{_match(matching)}.")
-        if not args.yes and not _confirm(matching, verb):
-            note("Nothing done.")
-            return 0
-        report = BulkReport(args.output, verb, matching)
-        for run_id in _matching_ids(ops, chosen):
-            try:
-                act(ops, run_id)
-            except OpsError as error:
-                report.add(run_id, str(error))
-            else:
-                report.add(run_id, None)
-    report.finish()
-    return 1 if report.failed else 0
-
-
-def _confirm(matching: int, verb: str) -> bool:
-    """Ask on the terminal (on stderr, so stdout stays the output); refuse without one."""
-    if not sys.stdin.isatty():
-        raise InputError(
-            f"{_match(matching)} and stdin is not a terminal, so nothing was done: "
-            f"pass --yes to {verb} them without being asked."
-        )
-    sys.stderr.write("Proceed? [y/N] ")
-    sys.stderr.flush()
-    try:
-        answer = sys.stdin.readline()
-    except KeyboardInterrupt:
-        answer = ""
-    return answer.strip().lower() in ("y", "yes")
-
-
-def _matching_ids(ops: Operations, chosen: dict[str, Any]) -> list[str]:
-    """Every matching id, read before acting: acting changes statuses, and paging on
-    through a list that shifts under the cursor could skip runs."""
-    ids: list[str] = []
-    cursor = None
-    while True:
-        page = ops.list_runs(**chosen, limit=PAGE, cursor=cursor)
-        ids.extend(run["id"] for run in page["items"])
-        cursor = page["next_cursor"]
-        if not cursor:
-            return ids
-
-
-def _match(count: int) -> str:
-    return f"{runs(count)} match" + ("es" if count == 1 else "")

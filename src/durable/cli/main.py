@@ -1,8 +1,9 @@
 """The `durable` command line (also `python -m durable`): the parser and `main`.
 
 Each command group lives in its own module and registers its subcommands: `worker`,
-`runs` (ls, show, history, stats), `actions` (start, cancel, retry, send), `check`,
-`purge` and `ui`; `output` prints for all of them, `common` holds shared options."""
+`runs` (ls, show, history, stats), `actions` (start, cancel, pause, resume, retry,
+send; `bulk` acts on many runs), `check`, `purge` and `ui`; `output` prints for all of
+them, `common` holds shared options."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ exit codes:
      check found runs that would diverge
   2  bad usage or input: unknown options, bad JSON, a module that does not import
   3  not found: no such run, or no such workflow registered
-  4  conflict: the run's state does not allow it (cancel a finished run, retry one
-     that did not fail, send to a finished run), or start --id names another call
+  4  conflict: the run's state does not allow it (cancel or pause a finished run,
+     resume one that is neither paused nor cancelled, retry one that did not fail,
+     send to a finished run), or start --id names another call
 
 `durable COMMAND --help` describes each command, with examples.
 """
@@ -37,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="durable",
         description="Durable workflows: run workers against a database; list, inspect, "
-        "start, cancel and retry runs; check code against live runs; purge old ones.",
+        "start, cancel, pause, resume and retry runs; check code against live runs; "
+        "purge old ones.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -262,6 +262,8 @@ def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> st
     status = run["status"]
     if run.get("cancel_requested") and status not in FINISHED:
         status += " (cancel requested)"  # a finished run's status says how it ended
+    elif run.get("pause_requested") and status not in FINISHED:
+        status += " (pause requested)"  # it stops at its next durable call
     lines = [
         ("id", run["id"]),
         ("workflow", run["workflow"]),
@@ -367,7 +369,12 @@ class BulkReport:
         if self.fmt == "json":
             print(json.dumps({**summary, "items": self.items}, indent=2))
             return
-        past = {"cancel": "Cancelled", "retry": "Retried"}[self.verb]
+        past = {
+            "cancel": "Cancelled",
+            "pause": "Paused",
+            "resume": "Resumed",
+            "retry": "Retried",
+        }[self.verb]
         text = f"{past} {done} of {runs(len(self.items))}"
         text += f"; {self.failed} could not be (see above)." if self.failed else "."
         if self.matched == 0:

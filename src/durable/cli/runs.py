@@ -54,6 +54,7 @@ RUN_FIELDS = (
     "wake_at",
     "waiting_on",
     "cancel_requested",
+    "pause_requested",
     "recoveries",
 )
 
@@ -159,7 +160,7 @@ examples:
 
 
 def add_filters(parser: argparse.ArgumentParser) -> None:
-    """The run filters of `durable ls`, also used by the bulk cancel and retry."""
+    """The run filters of `durable ls`, also used by the bulk actions (`bulk`)."""
     parser.add_argument("--workflow", metavar="NAME", help="runs of this workflow")
     parser.add_argument(
         "--status",

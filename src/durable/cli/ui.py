@@ -62,7 +62,11 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="VALUE",
         help="the login token (default: $DURABLE_UI_TOKEN, else a random one)",
     )
-    ui.add_argument("--read-only", action="store_true", help="refuse start, cancel, retry and send")
+    ui.add_argument(
+        "--read-only",
+        action="store_true",
+        help="refuse start, cancel, pause, resume, retry and send",
+    )
     ui.add_argument(
         "--allow-host",
         action="append",

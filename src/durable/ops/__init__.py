@@ -4,8 +4,8 @@ The command line (``durable ls``, ``show``, ``retry``...), the REST API and the
 dashboard are thin front ends over `Operations`. Its methods take plain values and
 return JSON-ready dicts and lists, so ``durable ls -o json`` prints exactly what
 ``GET /api/v1/runs`` answers. Failures raise `OpsError` subclasses that carry an HTTP
-status and an exit code. Every start, cancel, retry and send is recorded on the run
-with who did it and when (`Operations.actions`).
+status and an exit code. Every start, cancel, pause, resume, retry and send is
+recorded on the run with who did it and when (`Operations.actions`).
 
     ops = Operations(durable.Engine("postgresql://..."))
     ops.list_runs(status=["failed"], since=time.time() - 3600)
@@ -34,12 +34,10 @@ from durable.errors import (
 from durable.runtime import registry as _registry
 from durable.runtime.engine import Engine
 
-from . import _views
+from . import _control, _views
 from ._check import check_run, unfinished
-from ._errors import BadRequest, Conflict, NotFound, OpsError
-from ._retry import reopened
+from ._errors import BadRequest, Conflict, NotFound, OpsError, no_run
 from ._stats import stat, stats
-from ._values import error as error_of
 from ._values import iso
 
 __all__ = ["BadRequest", "Conflict", "NotFound", "Operations", "OpsError"]
@@ -48,8 +46,6 @@ __all__ = ["BadRequest", "Conflict", "NotFound", "Operations", "OpsError"]
 MAX_LIMIT = 500
 #: `stats` looks this far back unless told otherwise.
 STATS_WINDOW = 7 * 24 * 3600.0
-#: Not TIMED_OUT: its deadline has passed, so a retried run would time out at once.
-_RETRYABLE = (RunStatus.FAILED, RunStatus.DEAD)
 
 
 class Operations:
@@ -218,45 +214,27 @@ class Operations:
     def cancel(self, run_id: str, *, actor: str | None = None) -> dict[str, Any]:
         """Cancel a run and its unfinished children (cooperatively: a running one stops
         at its next durable call)."""
-        run = self._run(run_id)
-        if run.status.finished:
-            raise Conflict(
-                f"Run {run_id!r} has already finished ({run.status.value}); there is "
-                "nothing to cancel."
-            )
-        self.engine.cancel(run_id)
-        self._record(run_id, "cancel", actor, {"status_before": run.status.value})
-        return _views.run_summary(self._run(run_id))
+        return _control.cancel(self.engine, self._run(run_id), actor, self._record)
+
+    def pause(self, run_id: str, *, actor: str | None = None) -> dict[str, Any]:
+        """Pause a run and its unfinished children: a queued or waiting one at once, a
+        running one at its next durable call (``pause_requested`` until then). A paused
+        run is never claimed; what it waited for takes effect once it is resumed.
+        Pausing a paused run changes nothing. Conflict for a finished or blocked run,
+        or one being cancelled."""
+        return _control.pause(self.engine, self._run(run_id), actor, self._record)
+
+    def resume(self, run_id: str, *, actor: str | None = None) -> dict[str, Any]:
+        """Let a paused run (and the paused runs below it) go on, or withdraw a pause
+        request; or resume a cancelled run from where the cancellation reached its
+        code (its children cancelled with it first). Conflict for any other run."""
+        return _control.resume(self.engine, self._run(run_id), actor, self._record)
 
     def retry(self, run_id: str, *, actor: str | None = None) -> dict[str, Any]:
         """Run a failed or dead run again from where it failed: the failed calls that
         ended it are reopened, everything it finished before is replayed, not redone.
         Failed child runs it was waiting for are retried first."""
-        run = self._run(run_id)
-        if run.status not in _RETRYABLE:
-            late = run.status is RunStatus.TIMED_OUT
-            raise Conflict(
-                f"Run {run_id!r} is {run.status.value}; only failed or dead runs can be retried."
-                + (" Its deadline has passed: start a new run instead." if late else "")
-            )
-        history = self.backend.load_history(run_id)
-        positions, children = reopened(history)
-        for child in children:
-            found = self.backend.get_run(child)
-            if found is not None and found.status in _RETRYABLE:
-                self.retry(child, actor=actor)
-        retried = self.backend.retry_run(run_id, positions)
-        if retried is None or retried.status is not RunStatus.QUEUED:
-            raise Conflict(f"Run {run_id!r} changed while it was being retried; look again.")
-        steps = {step.position: step for step in history}
-        detail = {
-            "reopened": positions,
-            "status_before": run.status.value,
-            "errors": {str(p): error_of(steps[p].error) for p in positions},
-            "error_before": error_of(run.error),
-        }
-        self._record(run_id, "retry", actor, detail)
-        return {"run": _views.run_summary(retried), "reopened": positions}
+        return _control.retry(self.engine, self._run(run_id), actor, self._record)
 
     def send(
         self,
@@ -278,7 +256,7 @@ class Operations:
         except (SerializationError, InvalidValue) as error:
             raise BadRequest(str(error)) from None
         except RunNotFound:
-            raise NotFound(_no_run(run_id)) from None
+            raise NotFound(no_run(run_id)) from None
         except RunFinished as error:
             raise Conflict(str(error)) from None
         self._record(run_id, "send", sender, {"event": event, "key": key, "event_id": sent.id})
@@ -293,7 +271,7 @@ class Operations:
             raise BadRequest(str(error)) from None
         run = self.backend.get_run(run_id)
         if run is None:
-            raise NotFound(_no_run(run_id))
+            raise NotFound(no_run(run_id))
         return run
 
     def _record(self, run_id: str, action: str, actor: str | None, detail: Any) -> None:
@@ -336,10 +314,6 @@ def _check_texts(**texts: str | None) -> None:
     for parameter, text in texts.items():
         if text is not None:
             check_text(text, f"{_TEXTS[parameter]} ({parameter})")
-
-
-def _no_run(run_id: str) -> str:
-    return f"No run has the id {run_id!r}; `durable ls` lists the runs there are."
 
 
 def _encode_cursor(run: Run) -> str:

@@ -29,7 +29,13 @@ class NotFound(OpsError):
 
 class Conflict(OpsError):
     """The run is not in a state that allows the operation (retrying a completed run,
-    cancelling a finished one, sending to a finished one)."""
+    cancelling or pausing a finished one, resuming one that is not paused, sending to
+    a finished one)."""
 
     status = 409
     exit_code = 4
+
+
+def no_run(run_id: str) -> str:
+    """The message of the `NotFound` for an unknown run id."""
+    return f"No run has the id {run_id!r}; `durable ls` lists the runs there are."

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from durable.core.records import Action, Event, Run, Step, StepKind, StepStatus
+from durable.core.records import Action, Event, Run, Step, StepKind, StepStatus, awaited
 
 from ._values import duration, error, iso, state, value
 
@@ -30,6 +30,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "wake_at": iso(run.wake_at),
         "waiting_on": run.waiting_on,
         "cancel_requested": run.cancel_requested,
+        "pause_requested": run.pause_requested,
         "recoveries": run.recoveries,
     }
 
@@ -52,12 +53,14 @@ def waiting(run: Run) -> dict[str, Any] | None:
     """What a WAITING run waits for: a time, an event (maybe with a deadline), a run."""
     if run.waiting_on is None and run.wake_at is None:
         return None
-    kind, _, name = (run.waiting_on or "timer:").partition(":")
+    named, any_event = awaited(run.waiting_on)
+    kind, _, name = (named or "timer:").partition(":")
     return {
         "kind": kind if kind in ("event", "run") else "timer",
         "until": iso(run.wake_at),
         "event": name if kind == "event" else None,
         "run": name if kind == "run" else None,
+        "any_event": any_event,
     }
 
 

@@ -76,8 +76,8 @@ class EventHandler:
             if recorded is None:
                 if replay.recorded(position) is not None or not live:
                     return  # the history goes on with the main branch
-                if context.frontier is not None:
-                    return  # a dry replay stops at the frontier; it takes no event
+                if context.frontier is not None or context.interrupts.due():
+                    return  # a dry replay takes no event; a cancellation goes first
                 recorded = self._consume(position, where, exclude)
                 if recorded is None:
                     return

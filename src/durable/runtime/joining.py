@@ -16,7 +16,7 @@ from typing import Any
 
 from durable.core.clock import SystemClock
 from durable.core.functions import Durable
-from durable.core.records import Run, RunStatus
+from durable.core.records import Run, RunStatus, awaited
 from durable.errors import WaitTimeout
 
 from . import owners, registry, runs
@@ -78,8 +78,11 @@ def _chain(host: Host, run: Run) -> list[Run]:
     """*run*, then the inline child it waits for, then that child's, and so on."""
     chain = [run]
     node = run
-    while node.status is RunStatus.WAITING and (node.waiting_on or "").startswith("run:"):
-        child = host.backend.get_run((node.waiting_on or "")[4:])
+    while node.status is RunStatus.WAITING:
+        kind, _, awaited_id = (awaited(node.waiting_on)[0] or "").partition(":")
+        if kind != "run":
+            break
+        child = host.backend.get_run(awaited_id)
         if child is None or child.status.finished or child.queue != run.queue:
             break
         if child.id in {member.id for member in chain}:

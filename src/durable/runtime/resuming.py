@@ -36,6 +36,9 @@ def pause(host: Host, run_id: str) -> bool:
         True if it is paused, or will pause at its next durable call; False if it
         could not be (finished, blocked, or being cancelled): nothing changed.
     """
+    before = host.reread(run_id)
+    if before.status.finished or before.status is RunStatus.BLOCKED or before.cancel_requested:
+        return False  # nothing below it is touched either
     run = host.backend.pause_run(run_id)
     if run is None:
         raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
@@ -47,12 +50,14 @@ def resume(host: Host, run_id: str) -> bool:
 
     Returns:
         True if it goes on; False if it was neither paused nor cancelled (nothing to
-        resume: a finished, timed-out or running run is left as it is).
+        resume: a finished, timed-out or running run is left as it is), or is a
+        cancelled run whose deadline has passed (it would time out at once).
     """
-    run = host.backend.get_run(run_id)
-    if run is None:
-        raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
+    run = host.reread(run_id)
     if run.status is RunStatus.CANCELLED:
+        deadline = run.deadline_at
+        if deadline is not None and host.backend.now() >= deadline:
+            return False  # it would only time out at once: start a new run instead
         history = host.backend.load_history(run_id)
         point = delivery_point(host, history)
         seen = _outcomes_seen(host, history, point)
@@ -62,8 +67,10 @@ def resume(host: Host, run_id: str) -> bool:
                 resume(host, child.id)
         reopened = host.backend.resume_run(run_id, drop_from=point)
         return reopened is not None and reopened.status is RunStatus.QUEUED
+    if run.status is not RunStatus.PAUSED and not run.pause_requested:
+        return False  # nothing below it is touched either
     host.backend.resume_run(run_id)
-    return run.status is RunStatus.PAUSED or run.pause_requested
+    return True
 
 
 def delivery_point(host: Host, history: Sequence[Step]) -> int:

@@ -234,6 +234,7 @@ class DurableEnv:
         what = {
             RunStatus.WAITING: f"waits for {run.waiting_on or 'a timer'}",
             RunStatus.QUEUED: f"is queued, but {run.workflow!r} is not registered here",
+            RunStatus.PAUSED: "is paused (resume it: handle.resume())",
         }.get(run.status, f"is {run.status}")
         return (
             f"Run {run.id!r} ({run.workflow}) {what}, and nothing else can happen in this "

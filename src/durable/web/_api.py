@@ -66,6 +66,8 @@ class Api:
             route("GET", "/api/v1/runs/{id}/history", self.history),
             route("GET", "/api/v1/runs/{id}/graph", self.graph),
             route("POST", "/api/v1/runs/{id}/cancel", self.cancel),
+            route("POST", "/api/v1/runs/{id}/pause", self.pause),
+            route("POST", "/api/v1/runs/{id}/resume", self.resume),
             route("POST", "/api/v1/runs/{id}/retry", self.retry),
             route("POST", "/api/v1/runs/{id}/events", self.send),
             route("GET", "/api/v1/runs/{id}", self.get_run),
@@ -168,6 +170,16 @@ class Api:
         """Cancel a run that has not finished."""
         body = inputs.body(request)
         return Response.json(self.ops.cancel(params["id"], actor=inputs.actor(body, principal)))
+
+    def pause(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Pause a run: at once if queued or waiting, at its next durable call if running."""
+        body = inputs.body(request)
+        return Response.json(self.ops.pause(params["id"], actor=inputs.actor(body, principal)))
+
+    def resume(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Resume a paused run, or a cancelled one from where its cancellation reached it."""
+        body = inputs.body(request)
+        return Response.json(self.ops.resume(params["id"], actor=inputs.actor(body, principal)))
 
     def retry(self, request: Request, principal: Principal, params: Params) -> Response:
         """Queue a failed or dead run again, reopening the steps that ended it."""

@@ -185,7 +185,7 @@ def make_app(
             one (closed by ``app.close()``). Workflows started through the API must be
             registered (imported) in this process.
         token: the login secret; None generates a random one (``app.token``).
-        read_only: refuse every POST (start, cancel, retry, send) with 403.
+        read_only: refuse every POST (start, cancel, pause, resume, retry, send) with 403.
         allowed_hosts: Host names accepted besides localhost, 127.0.0.1 and [::1];
             ``("*",)`` accepts any, for a host framework that checks hosts itself.
         secret: the HMAC key of session cookies and CSRF tokens; random if None. Give

@@ -133,6 +133,8 @@ def _frontier(
         state, label = "running", "running…"
     elif status == "queued" and not busy:
         state, label = "ready", "queued"
+    elif status == "paused" and not busy:
+        state, label = "ready", "paused"  # parked between calls: what it does next waits
     elif status in _STOPPED and not cancel_seen:
         state, label = "cancelled", "timed out" if status == "timed_out" else "cancelled"
     else:

@@ -150,7 +150,8 @@ class Guard:
             raise HTTPError(
                 403,
                 "This dashboard is read-only: it was started with --read-only "
-                "(read_only=True), so runs cannot be started, cancelled, retried or signalled.",
+                "(read_only=True), so runs cannot be started, cancelled, paused, resumed, "
+                "retried or signalled.",
             )
         if principal.session is not None:
             self._check_same_origin(request, principal.session)

@@ -1,6 +1,7 @@
-/* The page of one run (#/runs/<id>): header, actions, the event form, input/output/
-   error, the properties it published (state), the graph, the timeline, the history
-   (marking where the state changed), and the actions and events recorded. */
+/* The page of one run (#/runs/<id>): header, actions (pause, resume, cancel, retry),
+   the event form, input/output/error, the properties it published (state), the graph,
+   the timeline, the history (marking where the state changed), and the actions and
+   events recorded. */
 
 import {
   $, cells, chip, confirmAction, el, formatDuration, formatTime, notice, pretty,
@@ -12,6 +13,8 @@ import { openPanel, refreshPanel } from "./panel.js";
 import { drawTimeline } from "./timeline.js";
 
 const FINISHED = new Set(["completed", "failed", "cancelled", "dead", "timed_out"]);
+/* The statuses a run can be paused in (unless it is being cancelled). */
+const PAUSABLE = new Set(["queued", "running", "waiting"]);
 
 /* Mount the page of run *runId* into #view; refreshNow() asks for a refresh at once. */
 export function runPage(runId, refreshNow) {
@@ -37,6 +40,15 @@ export function runPage(runId, refreshNow) {
   $("cancel-run").addEventListener("click", () => act(
     `Cancel run ${runId}? Work in progress stops at its next durable call.`, "cancel",
     () => "Cancellation requested."));
+  $("pause-run").addEventListener("click", () => act(
+    `Pause run ${runId}? It stops at its next durable call (with its children) until resumed.`,
+    "pause", (answer) => answer.status === "paused" ? "Paused." : "Pause requested."));
+  $("resume-run").addEventListener("click", () => act(
+    page.detail && page.detail.status === "cancelled"
+      ? `Resume cancelled run ${runId}? It goes on from where the cancellation reached ` +
+        "its code, as if it had not been cancelled."
+      : `Resume run ${runId}? It goes on from where it stopped.`,
+    "resume", (answer) => `Resumed (${answer.status}).`));
   $("retry-run").addEventListener("click", () => act(
     `Retry run ${runId}? Completed steps are kept; the failed ones run again.`, "retry",
     (answer) => `Queued again; reopened positions: ${answer.reopened.join(", ") || "none"}.`));
@@ -126,6 +138,7 @@ function renderRun(run, showEventForm) {
     ["Deadline", run.deadline_at && formatTime(run.deadline_at)],
     ["Recoveries", run.recoveries || null],
     ["Cancel", run.cancel_requested && !FINISHED.has(run.status) ? "requested" : null],
+    ["Pause", run.pause_requested && !FINISHED.has(run.status) ? "requested" : null],
     ["Parent", run.parent_id && runLink(run.parent_id)],
   ]);
   renderWaiting(run);
@@ -139,6 +152,12 @@ function renderRun(run, showEventForm) {
     $("run-traceback").textContent = run.error.traceback || "(no traceback recorded)";
   }
   $("cancel-run").hidden = session.read_only || FINISHED.has(run.status);
+  // a run asked to pause offers Resume (withdraw the request), not Pause again
+  $("pause-run").hidden = session.read_only || !PAUSABLE.has(run.status) ||
+    run.cancel_requested || run.pause_requested;
+  // a cancelled run resumes from where the cancellation reached its code
+  $("resume-run").hidden = session.read_only || !(run.status === "paused" ||
+    run.status === "cancelled" || (run.pause_requested && !FINISHED.has(run.status)));
   // not timed_out: its deadline has passed, so a retried run would time out at once
   $("retry-run").hidden = session.read_only || !["failed", "dead"].includes(run.status);
   showEventForm(run.waiting && run.waiting.kind === "event" ? run.waiting.event : null);
@@ -156,6 +175,13 @@ function renderRun(run, showEventForm) {
 function renderWaiting(run) {
   const box = $("run-waiting");
   const waiting = run.waiting;
+  if (run.status === "paused") {
+    // what it waited for (if anything) is kept, and waited for again once resumed
+    box.hidden = false;
+    box.textContent = "Paused: nothing runs until it is resumed." +
+      (waiting && waiting.kind === "event" ? ` It waits for the event "${waiting.event}".` : "");
+    return;
+  }
   box.hidden = !waiting || run.status !== "waiting";
   if (box.hidden) return;
   const until = waiting.until ? ` (until ${formatTime(waiting.until)})` : "";
