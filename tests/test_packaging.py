@@ -90,6 +90,7 @@ SQL_FILES = (
     "backends/_statements/waits.py",
     "backends/_statements/inspection.py",
     "backends/_statements/control.py",
+    "backends/_statements/schedules.py",
 )
 
 

@@ -12,6 +12,7 @@ from .api.execute import execute, execute_async, gather, gather_async
 from .api.handles import Handle, cancel, dispatch, get, pause, resume
 from .api.heartbeats import heartbeat, last_heartbeat
 from .api.recorded import info, now, random, set_state, task_key, uuid4
+from .api.schedules import schedule
 from .api.upkeep import purge, recover
 from .api.waiting import send, wait
 from .core.functions import Call
@@ -75,6 +76,7 @@ __all__ = [
     "random",
     "recover",
     "resume",
+    "schedule",
     "send",
     "set_state",
     "task",

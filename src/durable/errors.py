@@ -16,6 +16,7 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── RecordedError                   a recorded exception whose class no longer imports
     ├── NondeterminismError             the code no longer matches a run's recorded history
     ├── IdempotencyConflict             a run id reused for a different call
+    ├── ScheduleConflict                a schedule id taken by another workflow's schedule
     ├── RunNotFound (LookupError)       no run has that id
     ├── RunFinished                     an event sent to a run that has finished
     ├── RunDead                         a run given up after its owner died too often
@@ -57,6 +58,7 @@ __all__ = [
     "RunDead",
     "RunFinished",
     "RunNotFound",
+    "ScheduleConflict",
     "SerializationError",
     "StorageError",
     "TaskTimeout",
@@ -193,6 +195,16 @@ class IdempotencyConflict(DurableError):
     """
 
     run_id: str
+
+
+class ScheduleConflict(DurableError):
+    """A schedule id is taken by a schedule of another workflow; nothing changed.
+
+    Attributes:
+        schedule_id: the id in conflict.
+    """
+
+    schedule_id: str
 
 
 class RunNotFound(DurableError, LookupError):

@@ -19,10 +19,15 @@ from durable.core.functions import Durable
 from durable.core.limits import TaskLimits
 from durable.core.records import StepKind
 from durable.core.retry import RetryPolicy
-from durable.runtime import calls, registry
+from durable.runtime import calls, registry, schedules
 from durable.runtime.context import RunContext, current
 
 from . import classes
+
+#: The schedule options of ``@workflow`` besides ``schedule=`` and ``every=``.
+SCHEDULE_OPTIONS = frozenset(
+    {"timezone", "catch_up", "max_catch_up", "overlap", "queue", "priority"}
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,7 +83,12 @@ def workflow(fn: type[_Handles[R]], /) -> Workflow[..., R]: ...
 def workflow(fn: Callable[P, R], /) -> Workflow[P, R]: ...
 @overload
 def workflow(
-    *, name: str | None = None, timeout: timedelta | float | None = None
+    *,
+    name: str | None = None,
+    timeout: timedelta | float | None = None,
+    schedule: str | None = None,
+    every: timedelta | float | None = None,
+    **schedule_options: Any,
 ) -> Callable[[Callable[P, R]], Workflow[P, R]]: ...
 def workflow(
     fn: Callable[P, R] | None = None,
@@ -86,6 +96,9 @@ def workflow(
     *,
     name: str | None = None,
     timeout: timedelta | float | None = None,
+    schedule: str | None = None,
+    every: timedelta | float | None = None,
+    **schedule_options: Any,
 ) -> Workflow[P, R] | Callable[[Callable[P, R]], Workflow[P, R]]:
     """Make *fn* a durable workflow.
 
@@ -110,16 +123,33 @@ def workflow(
             ends then), its ``finally`` blocks run, its unfinished children are
             cancelled, and the run ends ``timed_out``: ``result()`` raises
             `WorkflowTimeout`.
+        schedule, every: run it on this cron expression (``"0 3 * * *"``), or at this
+            interval, from every worker that has the code (stored as the schedule
+            named after the workflow; a tick fires once however many workers run).
+            With ``timezone=`` (default UTC), ``catch_up=``, ``max_catch_up=``,
+            ``overlap=``, ``queue=``, ``priority=``: see docs/howto/schedules.md.
 
     Raises:
         ConfigurationError: *timeout* is not a positive duration.
+        ValueError: a bad cron expression, zone, interval or schedule option (named).
         TypeError: a class without ``handle(self)``, or with a handler whose parameters
             are not the expected ones.
     """
     limits = TaskLimits.of(timeout, None, None, decorator="workflow")
-    if fn is not None:
-        return _workflow(fn, name, limits)
-    return lambda f: _workflow(f, name, limits)
+    spec = None
+    if schedule is not None or every is not None or schedule_options:
+        unknown = set(schedule_options) - SCHEDULE_OPTIONS
+        if unknown:
+            raise TypeError(f"workflow() got unexpected keyword arguments: {sorted(unknown)}.")
+        spec = schedules.Spec.make(cron=schedule, every=every, **schedule_options)
+
+    def make(f: Any) -> Workflow[Any, Any]:
+        made = _workflow(f, name, limits)
+        if spec is not None:
+            schedules.DECLARED[made.name] = spec
+        return made
+
+    return make(fn) if fn is not None else make
 
 
 def _workflow(fn: Any, name: str | None, limits: TaskLimits) -> Workflow[Any, Any]:

@@ -17,6 +17,7 @@ from durable.core.records import (
     StepKind,
     StepStatus,
 )
+from durable.core.schedules import CatchUp, Overlap, Schedule
 
 RUN_STATUS = {status.value: status for status in RunStatus}
 _STEP_STATUS = {status.value: status for status in StepStatus}
@@ -117,3 +118,54 @@ def event(row: Sequence[Any]) -> Event:
         key=row[6],
         consumed_position=row[7],
     )
+
+
+def schedule(row: Sequence[Any]) -> Schedule:
+    """A `durable_schedules` row as a Schedule."""
+    return Schedule(
+        id=row[0],
+        workflow=row[1],
+        input=row[2],
+        call_hash=row[3],
+        cron=row[4],
+        every=row[5],
+        timezone=row[6],
+        catch_up=CatchUp(row[7]),
+        max_catch_up=row[8],
+        overlap=Overlap(row[9]),
+        queue=row[10],
+        priority=row[11],
+        declared=bool(row[12]),
+        orphaned=bool(row[13]),
+        paused=bool(row[14]),
+        next_fire_at=row[15],
+        last_fire_at=row[16],
+        last_run_id=row[17],
+        created_at=row[18],
+        updated_at=row[19],
+    )
+
+
+def schedule_values(schedule: Schedule) -> dict[str, Any]:
+    """A Schedule as the parameters of `put_schedule`: its columns but the times the
+    database sets (``created_at``, ``updated_at``)."""
+    return {
+        "id": schedule.id,
+        "workflow": schedule.workflow,
+        "input": schedule.input,
+        "call_hash": schedule.call_hash,
+        "cron": schedule.cron,
+        "every": schedule.every,
+        "timezone": schedule.timezone,
+        "catch_up": str(schedule.catch_up),
+        "max_catch_up": schedule.max_catch_up,
+        "overlap": str(schedule.overlap),
+        "queue": schedule.queue,
+        "priority": schedule.priority,
+        "declared": int(schedule.declared),
+        "orphaned": int(schedule.orphaned),
+        "paused": int(schedule.paused),
+        "next_fire_at": schedule.next_fire_at,
+        "last_fire_at": schedule.last_fire_at,
+        "last_run_id": schedule.last_run_id,
+    }

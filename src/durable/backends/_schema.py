@@ -149,6 +149,42 @@ attempts = sa.Table(
     sa.Index("durable_attempts_started", "kind", "started_at"),
 )
 
+# Version 10: schedules, a workflow run on a cron expression or at a fixed interval
+# (`durable.core.schedules.Schedule`). Booleans are 0 or 1.
+_LIVE_SCHEDULE = sa.text("paused = 0 AND orphaned = 0")
+schedules = sa.Table(
+    "durable_schedules",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("workflow", sa.Text, nullable=False),
+    sa.Column("input", sa.LargeBinary, nullable=False),
+    sa.Column("call_hash", sa.Text, nullable=False),
+    sa.Column("cron", sa.Text),
+    sa.Column("every", sa.Double),
+    sa.Column("timezone", sa.Text, nullable=False),
+    sa.Column("catch_up", sa.Text, nullable=False),
+    sa.Column("max_catch_up", sa.Integer, nullable=False),
+    sa.Column("overlap", sa.Text, nullable=False),
+    sa.Column("queue", sa.Text, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("declared", sa.Integer, nullable=False),
+    sa.Column("orphaned", sa.Integer, nullable=False),
+    sa.Column("paused", sa.Integer, nullable=False),
+    sa.Column("next_fire_at", sa.Double, nullable=False),
+    sa.Column("last_fire_at", sa.Double),
+    sa.Column("last_run_id", sa.Text),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    # Workers find the schedules that are due, and the next one to come: those that
+    # are neither paused nor orphaned, by next_fire_at.
+    sa.Index(
+        "durable_schedules_due",
+        "next_fire_at",
+        sqlite_where=_LIVE_SCHEDULE,
+        postgresql_where=_LIVE_SCHEDULE,
+    ),
+)
+
 meta = sa.Table(
     "durable_meta",
     metadata,
@@ -222,14 +258,14 @@ _workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.crea
 _events_run_index = sa.Index("durable_events_run", events.c.run_id)
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 Execute = Callable[[str], None]
 
 
 def create(dialect: sa.Dialect, execute: Execute) -> None:
     """Create every table and index at the current version (a new database)."""
-    for table in (runs, history, events, actions, attempts, meta):
+    for table in (runs, history, events, actions, attempts, schedules, meta):
         _create_table(table, dialect, execute)
 
 
@@ -297,6 +333,11 @@ def _v8_to_v9(dialect: sa.Dialect, execute: Execute) -> None:
         execute(f"ALTER TABLE {table.name} ADD COLUMN {column}")
 
 
+def _v9_to_v10(dialect: sa.Dialect, execute: Execute) -> None:
+    """Schedules: workflows run on a cron expression or at a fixed interval."""
+    _create_table(schedules, dialect, execute)
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -307,6 +348,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     6: _v6_to_v7,
     7: _v7_to_v8,
     8: _v8_to_v9,
+    9: _v9_to_v10,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

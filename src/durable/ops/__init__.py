@@ -34,7 +34,7 @@ from durable.errors import (
 from durable.runtime import registry as _registry
 from durable.runtime.engine import Engine
 
-from . import _control, _views
+from . import _control, _schedules, _views
 from ._check import check_run, unfinished
 from ._errors import BadRequest, Conflict, NotFound, OpsError, no_run
 from ._stats import stat, stats
@@ -261,6 +261,32 @@ class Operations:
             raise Conflict(str(error)) from None
         self._record(run_id, "send", sender, {"event": event, "key": key, "event_id": sent.id})
         return {"event": _views.event(sent)}
+
+    # -- schedules --------------------------------------------------------------------
+
+    def list_schedules(self) -> list[dict[str, Any]]:
+        """Every schedule, by id: when it fires next, its last tick and that run."""
+        return [_schedules.view(self.engine, s) for s in self.backend.list_schedules()]
+
+    def get_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """One schedule (NotFound if none)."""
+        return _schedules.view(self.engine, _schedules.found(self.engine, schedule_id))
+
+    def pause_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """Stop a schedule's ticks; the runs it started go on."""
+        return _schedules.pause(self.engine, schedule_id)
+
+    def resume_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """Fire a paused schedule again from its next tick (missed ones are not caught up)."""
+        return _schedules.resume(self.engine, schedule_id)
+
+    def delete_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """Delete a schedule; the runs it started stay."""
+        return _schedules.delete(self.engine, schedule_id)
+
+    def trigger_schedule(self, schedule_id: str) -> dict[str, Any]:
+        """Start a run of the schedule now, outside its ticks."""
+        return _schedules.trigger(self.engine, schedule_id)
 
     # -- helpers ----------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from durable.core.records import Run, RunStatus
 from durable.core.text import check_text
 from durable.errors import ConfigurationError, StorageError
 
-from . import owners, registry
+from . import owners, registry, schedules
 from .defaults import get_engine
 from .engine import Engine
 
@@ -149,6 +149,8 @@ class Worker:
         backend = self.engine.backend
         watch = backend.watch([*(f"queue:{queue}" for queue in self.queues), TIMERS])
         timers = _Timers(backend, self.poll)
+        ticker = schedules.Ticker(self.engine, self.poll)
+        self._declare()
         next_sweep = 0.0
         first_sweep = True
         backoff = 0.1
@@ -162,7 +164,7 @@ class Worker:
                     )
                 continue
             try:
-                due_in = timers.wake()
+                due_in = min(timers.wake(), ticker.fire())
                 if time.monotonic() >= next_sweep:
                     deferred = self._sweep(free, include_blocked=first_sweep)
                     first_sweep = False
@@ -186,6 +188,18 @@ class Worker:
             if len(runs) < free:
                 # The queue is empty: wait for news, the next timer, or the next poll.
                 watch.wait(min(self.poll, due_in))
+
+    def _declare(self) -> None:
+        """Store the schedules declared with the code this worker runs (a deploy that
+        changes one updates it; one that drops it leaves it orphaned)."""
+        targets = [found for name in registry.names() if (found := registry.find(name))]
+        try:
+            declared = schedules.declare(self.engine, targets)
+        except Exception:  # a conflict, or the database: the worker serves runs anyway
+            log.exception("worker %s: the declared schedules were not stored", self.engine.owner)
+            return
+        if declared:
+            log.info("worker %s: %d declared schedules", self.engine.owner, len(declared))
 
     def _claim(self, free: int) -> list[Run]:
         """Claim up to *free* runs, queue by queue, starting with a different queue each

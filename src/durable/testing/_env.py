@@ -22,6 +22,7 @@ from durable.core.records import Run, RunStatus, Step, StepKind
 from durable.errors import DurableError
 from durable.runtime import defaults as _config
 from durable.runtime import registry as _registry
+from durable.runtime import schedules
 from durable.runtime.engine import Engine
 
 R = TypeVar("R")
@@ -127,13 +128,21 @@ class DurableEnv:
         target = self.clock.now() + seconds
         self.drain()
         while True:
-            due_in = self.backend.next_wake()
+            due_in = _earliest(self.backend.next_wake(), self.backend.next_schedule())
             if due_in is None or self.clock.now() + due_in > target:
                 break
             self._jump(due_in)
         self.clock.set(target)
-        self.backend.wake_due(limit=1_000_000)
-        self.drain()
+        self._fire()
+
+    def declare_schedules(self, *workflows: Durable[..., Any]) -> None:
+        """Store the schedules declared with these workflows (``@workflow(schedule=
+        ...)``; all the declared ones if none is named), as a starting worker does;
+        `advance` then fires their ticks on the virtual clock. (`durable.schedule`
+        stores its schedule at once.)"""
+        names = [w.name for w in workflows] or sorted(schedules.DECLARED)
+        found = [target for name in names if (target := _registry.find(name)) is not None]
+        schedules.declare(self.engine, found)
 
     def run_until_idle(self) -> None:
         """Run everything that can run, jumping to each next timer, until nothing is
@@ -151,8 +160,14 @@ class DurableEnv:
         )
 
     def _jump(self, due_in: float) -> None:
-        self.clock.advance(due_in)
+        self.clock.advance(max(0.0, due_in))
+        self._fire()
+
+    def _fire(self) -> None:
+        """Wake the runs due now, fire the schedules due now, and run what they start."""
         self.backend.wake_due(limit=1_000_000)
+        while schedules.fire_due(self.engine) == schedules.BATCH:
+            pass
         self.drain()
 
     # -- work ------------------------------------------------------------------------
@@ -241,3 +256,9 @@ class DurableEnv:
             "DurableEnv: no run is queued and no timer is set. Send the event it waits "
             "for (env.send), or finish what it waits on."
         )
+
+
+def _earliest(*delays: float | None) -> float | None:
+    """The smallest of the delays that are set, or None."""
+    known = [delay for delay in delays if delay is not None]
+    return min(known) if known else None

@@ -8,6 +8,7 @@ from . import _conformance_control as control
 from . import _conformance_history as history
 from . import _conformance_inspection as inspection
 from . import _conformance_runs as runs
+from . import _conformance_schedules as schedules
 from . import _conformance_search as search
 from . import _conformance_waits as waits
 from ._conformance import MakeBackend
@@ -72,6 +73,12 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     inspection.check_retry_reopens_failed_steps_and_queues,
     inspection.check_retry_keeps_the_outcomes_it_erases,
     inspection.check_actions_log,
+    schedules.check_schedule_round_trip,
+    schedules.check_schedule_replace_and_delete,
+    schedules.check_due_and_next_schedule,
+    schedules.check_advance_schedule_compare_and_set,
+    schedules.check_set_schedule_paused,
+    schedules.check_advance_schedule_race,
 )
 
 

@@ -1,6 +1,6 @@
 """The storage seam: what durable needs from a database, in domain terms.
 
-`Backend` is what a backend implements: five roles, each a Protocol of its own, plus
+`Backend` is what a backend implements: six roles, each a Protocol of its own, plus
 `close`. The roles split the contracts by concern, for reading and for code that
 needs only one of them:
 
@@ -8,7 +8,8 @@ needs only one of them:
 * `HistoryStore` (history.py): the steps a run has recorded;
 * `WaitStore` (waits.py): sleeping runs, events, and watching for changes;
 * `InspectionStore` (inspection.py): listing, statistics, retries, actions, purging;
-* `ControlStore` (control.py): cancelling, pausing and resuming runs.
+* `ControlStore` (control.py): cancelling, pausing and resuming runs;
+* `ScheduleStore` (schedules.py): schedules stored, found due, and advanced.
 
 Every method is atomic. Payloads arrive and leave as opaque bytes. Times are seconds
 since the epoch on the backend's own clock (the database clock on PostgreSQL), which is
@@ -24,6 +25,7 @@ from .control import ControlStore
 from .history import HistoryStore
 from .inspection import InspectionStore
 from .runs import RunStore
+from .schedules import ScheduleStore
 from .waits import TIMERS, WaitStore, Watch
 
 __all__ = [
@@ -33,12 +35,15 @@ __all__ = [
     "HistoryStore",
     "InspectionStore",
     "RunStore",
+    "ScheduleStore",
     "WaitStore",
     "Watch",
 ]
 
 
-class Backend(RunStore, HistoryStore, WaitStore, InspectionStore, ControlStore, Protocol):
+class Backend(
+    RunStore, HistoryStore, WaitStore, InspectionStore, ControlStore, ScheduleStore, Protocol
+):
     """Where runs and their histories live: every role of the storage seam."""
 
     def close(self) -> None:

@@ -4,10 +4,9 @@
 time the backend (`durable.backends.sql`) sends the compiled text straight to the
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
-serve, one module each: runs.py, history.py, waits.py, inspection.py and control.py,
-on the shared
-pieces of base.py. Every write is a single statement, so each is its own short
-transaction:
+serve, one module each: runs.py, history.py, waits.py, inspection.py, control.py and
+schedules.py, on the shared pieces of base.py. Every write is a single statement, so
+each is its own short transaction:
 
 * recording a step is one ``INSERT ... SELECT ... WHERE EXISTS (run at my epoch)
   ON CONFLICT DO UPDATE ... WHERE unfinished``: the fence and the write in one go
@@ -24,11 +23,17 @@ from .control import ControlStatements
 from .history import HistoryStatements
 from .inspection import InspectionStatements
 from .runs import RunStatements
+from .schedules import ScheduleStatements
 from .waits import WaitStatements
 
 
 class Queries(
-    RunStatements, HistoryStatements, WaitStatements, InspectionStatements, ControlStatements
+    RunStatements,
+    HistoryStatements,
+    WaitStatements,
+    InspectionStatements,
+    ControlStatements,
+    ScheduleStatements,
 ):
     """Every statement the backend runs, compiled for one dialect: one attribute each."""
 
@@ -39,3 +44,4 @@ class Queries(
         self._define_waits()
         self._define_inspection()
         self._define_control()
+        self._define_schedules()

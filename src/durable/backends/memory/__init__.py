@@ -4,8 +4,8 @@ It is the reference implementation of the Backend contracts and what unit tests 
 on. It keeps nothing across processes. Its clock is injectable, so a virtual clock can
 drive lease expiry in tests. The class is assembled from one mixin per role of the
 storage seam: runs and leases (_runs.py), histories (_history.py), waits (_waits.py),
-cancelling and pausing (_control.py) and the operator's side (_inspection.py), on the
-shared state of _base.py.
+cancelling and pausing (_control.py), schedules (_schedules.py) and the operator's side
+(_inspection.py), on the shared state of _base.py.
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ from ._control import MemoryControl
 from ._history import MemoryHistory
 from ._inspection import MemoryInspection
 from ._runs import MemoryRuns
+from ._schedules import MemorySchedules
 from ._waits import MemoryWaits
 
 __all__ = ["MemoryBackend"]
 
 
-class MemoryBackend(MemoryRuns, MemoryHistory, MemoryWaits, MemoryInspection, MemoryControl):
+class MemoryBackend(
+    MemoryRuns, MemoryHistory, MemoryWaits, MemoryInspection, MemoryControl, MemorySchedules
+):
     """An in-process backend for tests and demos. Nothing survives the process."""
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -37,6 +40,7 @@ class MemoryBackend(MemoryRuns, MemoryHistory, MemoryWaits, MemoryInspection, Me
         self._event_ids = itertools.count(1)
         self._actions = []
         self._attempts = []
+        self._schedules = {}
         self._closed = False
         self._hub = Hub()
 

@@ -2,8 +2,8 @@
 
 The class is assembled from one mixin per role of the storage seam: runs and leases
 (_runs.py), histories (_history.py), waits (_waits.py), cancelling and pausing
-(_control.py) and the operator's side (_inspection.py), on the shared plumbing of
-_base.py. This module opens the database:
+(_control.py), schedules (_schedules.py) and the operator's side (_inspection.py), on
+the shared plumbing of _base.py. This module opens the database:
 it reads the URL, picks the dialect, compiles the statements (`_statements`, once per
 dialect), sets up the connections (`_connections.py`) and group commit (`_group.py`),
 and migrates the schema. At run time the mixins send the compiled statements straight
@@ -40,12 +40,13 @@ from ._control import SQLControl
 from ._history import SQLHistory
 from ._inspection import SQLInspection
 from ._runs import SQLRuns
+from ._schedules import SQLSchedules
 from ._waits import SQLWaits
 
 __all__ = ["SQLBackend"]
 
 
-class SQLBackend(SQLRuns, SQLHistory, SQLWaits, SQLInspection, SQLControl):
+class SQLBackend(SQLRuns, SQLHistory, SQLWaits, SQLInspection, SQLControl, SQLSchedules):
     """A backend on SQLite or PostgreSQL.
 
     Args:
