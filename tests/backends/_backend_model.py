@@ -17,7 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from durable.backends import Backend
-from durable.core.records import Event, NewRun, Run, RunStatus, Step, StepStatus
+from durable.core.records import (
+    CANCEL_REQUEST,
+    PAUSE_REQUEST,
+    Event,
+    NewRun,
+    Run,
+    RunStatus,
+    Step,
+    StepStatus,
+)
 
 #: The ids runs are created with, and one no run ever has.
 RUN_IDS = ("r0", "r1", "r2", "r3", "r4")
@@ -31,6 +40,8 @@ PAST = -60.0
 FAR = 3600.0
 
 _EVENT_INPUT = re.compile(rb'j\{"event":(\d+)\}')
+#: The prefix of ``waiting_on`` for a run that any event wakes (a class with on_event).
+ANY_EVENT = "events|"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +69,8 @@ class RunView:
     lease: str | None
     recoveries: int
     cancel: bool
+    #: `Run.pause_requested`: asked to pause while RUNNING (kept until parked or resumed).
+    pause: bool = False
     output: bytes | None = None
     error: bytes | None = None
     started: bool
@@ -119,6 +132,7 @@ def _run_view(run: Run, now: float) -> RunView:
         lease=lease,
         recoveries=run.recoveries,
         cancel=run.cancel_requested,
+        pause=run.pause_requested,
         output=run.output,
         error=run.error,
         started=run.started_at is not None,
@@ -248,11 +262,7 @@ def check_transition(before: Dump | None, after: Dump) -> None:
             continue
         positions = [step.position for step in steps]
         assert positions == list(range(len(steps))), f"{run_id}: positions {positions} have gaps"
-        running = run.status is RunStatus.RUNNING
-        assert (run.owner is not None and run.lease is not None) == running, (
-            f"{run_id}: a run has an owner and a lease exactly when RUNNING: {run}"
-        )
-        assert run.finished == run.status.finished, f"{run_id}: finished_at vs status: {run}"
+        _check_run(run_id, run)
         _check_inbox(run_id, steps, inbox)
         if before is None:
             continue
@@ -260,23 +270,77 @@ def check_transition(before: Dump | None, after: Dump) -> None:
         if was is None:
             continue
         assert run.epoch >= was.epoch, f"{run_id}: epoch went back from {was.epoch} to {run.epoch}"
-        if was.status.finished:
+        earlier_steps, earlier = before.history[run_id], before.events[run_id]
+        reopened = was.status is RunStatus.CANCELLED and not run.status.finished
+        if reopened:
+            _check_reopened(run_id, was, run, earlier_steps, steps)
+        elif was.status.finished:
             assert (run.status, run.output, run.error) == (was.status, was.output, was.error), (
                 f"{run_id}: a finished run changed: {was} -> {run}"
             )
-        for done in before.history[run_id]:
-            if done.status.finished:
+        for done in earlier_steps:
+            if done.status.finished and (done.position < len(steps) or not reopened):
                 assert steps[done.position] == done, (
                     f"{run_id}: finished step {done.position} changed: {done} -> "
                     f"{steps[done.position]}"
                 )
-        earlier = before.events[run_id]
         assert len(inbox) >= len(earlier), f"{run_id}: events were lost"
         for sent, now in zip(earlier, inbox, strict=False):
-            # Only consumed_position may change, and only once, from None.
-            settled = sent.consumed_position is not None
+            # Only consumed_position may change, and only once, from None; unless the
+            # run was reopened, which gives back the events of the positions it dropped.
+            taken_at = sent.consumed_position
+            if reopened and taken_at is not None and taken_at >= len(steps):
+                assert now == dataclasses.replace(sent, consumed_position=None), (
+                    f"{run_id}: event {sent} of a dropped position is now {now}"
+                )
+                continue
+            settled = taken_at is not None
             same = (now if settled else dataclasses.replace(now, consumed_position=None)) == sent
             assert same, f"{run_id}: event {sent} changed to {now}"
+
+
+def _check_run(run_id: str, run: RunView) -> None:
+    """What a run of each status looks like."""
+    running = run.status is RunStatus.RUNNING
+    assert (run.owner is not None and run.lease is not None) == running, (
+        f"{run_id}: a run has an owner and a lease exactly when RUNNING: {run}"
+    )
+    assert run.finished == run.status.finished, f"{run_id}: finished_at vs status: {run}"
+    assert run.started == (run.epoch > 0), f"{run_id}: started vs epoch: {run}"
+    assert not (run.cancel and run.pause), f"{run_id}: a cancel request clears a pause: {run}"
+    if run.status is RunStatus.WAITING:
+        assert run.wake is not None or run.waiting_on is not None, (
+            f"{run_id}: WAITING on nothing: {run}"
+        )
+    if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+        assert run.wake is None and run.waiting_on is None, (
+            f"{run_id}: a {run.status} run keeps a wait: {run}"
+        )
+    if run.status is RunStatus.PAUSED:
+        # A run asked to cancel is never paused; a paused one keeps what it waited for.
+        assert not run.cancel, f"{run_id}: PAUSED with a cancel request: {run}"
+
+
+def _check_reopened(
+    run_id: str, was: RunView, run: RunView, earlier: tuple[Step, ...], steps: tuple[Step, ...]
+) -> None:
+    """A CANCELLED run reopened (`resume_run(drop_from=)`): queued with no outcome and
+    no request, its history cut after a prefix of what it was."""
+    fresh = dataclasses.replace(
+        was,
+        status=RunStatus.QUEUED,
+        output=None,
+        error=None,
+        finished=False,
+        recoveries=0,
+        cancel=False,
+        pause=False,
+        wake=None,
+        waiting_on=None,
+        state=None,
+    )
+    assert run == fresh, f"{run_id}: a cancelled run reopened as {run}, from {was}"
+    assert steps == earlier[: len(steps)], f"{run_id}: reopened, its history is no prefix"
 
 
 def _check_inbox(run_id: str, steps: tuple[Step, ...], inbox: tuple[Event, ...]) -> None:
@@ -514,19 +578,23 @@ class Model:
             self._wake(run.parent, f"run:{run_id}")
         return True
 
-    def cancel_run(self, run_id: str) -> RunView | None:
-        """`Backend.cancel_run`: decided for each member of the tree by its status before."""
-        if run_id not in self.runs:
-            return None
+    def _tree(self, run_id: str) -> list[str]:
+        """*run_id* and every run below it."""
         tree, frontier = {run_id}, {run_id}
         while frontier:
             frontier = {i for i, r in self.runs.items() if r.parent in frontier} - tree
             tree |= frontier
+        return sorted(tree)
+
+    def cancel_run(self, run_id: str) -> RunView | None:
+        """`Backend.cancel_run`: decided for each member of the tree by its status before."""
+        if run_id not in self.runs:
+            return None
         stopped: list[str] = []
-        for member in sorted(tree):
+        for member in self._tree(run_id):
             run = self.runs[member]
             if run.status is RunStatus.BLOCKED or (
-                run.status is RunStatus.QUEUED and not run.started
+                run.status in (RunStatus.QUEUED, RunStatus.PAUSED) and not run.started
             ):
                 # Never started (or cannot replay): nothing of its code is left to run.
                 self.runs[member] = dataclasses.replace(
@@ -534,24 +602,105 @@ class Model:
                 )
                 stopped.append(member)
             elif run.status is RunStatus.RUNNING:
-                self.runs[member] = dataclasses.replace(run, cancel=True)
-            elif run.status in (RunStatus.WAITING, RunStatus.QUEUED):
+                if not run.cancel:
+                    self.runs[member] = dataclasses.replace(run, cancel=True, pause=False)
+            elif run.status in (RunStatus.WAITING, RunStatus.PAUSED) or (
+                run.status is RunStatus.QUEUED and not run.cancel
+            ):
                 # Started: queued with the request, so its code sees Cancelled.
                 self.runs[member] = dataclasses.replace(
-                    run, status=RunStatus.QUEUED, cancel=True, wake=None, waiting_on=None
+                    run,
+                    status=RunStatus.QUEUED,
+                    cancel=True,
+                    pause=False,
+                    wake=None,
+                    waiting_on=None,
                 )
         for member in stopped:
             self._wake(self.runs[member].parent, f"run:{member}")
         return self.runs[run_id]
 
+    def pause_run(self, run_id: str) -> RunView | None:
+        """`Backend.pause_run`: idle members stop at once (keeping their wait), running
+        ones are asked; members asked to cancel are left alone."""
+        if run_id not in self.runs:
+            return None
+        for member in self._tree(run_id):
+            run = self.runs[member]
+            if run.cancel:
+                continue
+            if run.status in (RunStatus.QUEUED, RunStatus.WAITING):
+                self.runs[member] = dataclasses.replace(
+                    run, status=RunStatus.PAUSED, owner=None, lease=None
+                )
+            elif run.status is RunStatus.RUNNING and not run.pause:
+                self.runs[member] = dataclasses.replace(run, pause=True)
+        return self.runs[run_id]
+
+    def resume_run(self, run_id: str, drop_from: int | None) -> RunView | None:
+        """`Backend.resume_run`: a CANCELLED root reopened (with *drop_from*), then paused
+        members queued and pause requests withdrawn."""
+        root = self.runs.get(run_id)
+        if root is None:
+            return None
+        if root.status is RunStatus.CANCELLED and drop_from is not None:
+            steps = self.history[run_id]
+            for position in [p for p in steps if p >= drop_from]:
+                del steps[position]
+            self.inbox[run_id] = [
+                e
+                if e.consumed_position is None or e.consumed_position < drop_from
+                else dataclasses.replace(e, consumed_position=None)
+                for e in self.inbox.get(run_id, [])
+            ]
+            self.runs[run_id] = dataclasses.replace(
+                root,
+                status=RunStatus.QUEUED,
+                output=None,
+                error=None,
+                finished=False,
+                state=None,
+                recoveries=0,
+                cancel=False,
+                pause=False,
+                wake=None,
+                waiting_on=None,
+            )
+        for member in self._tree(run_id):
+            run = self.runs[member]
+            if run.status is RunStatus.PAUSED:
+                self.runs[member] = dataclasses.replace(
+                    run, status=RunStatus.QUEUED, pause=False, wake=None, waiting_on=None
+                )
+            elif run.pause:
+                self.runs[member] = dataclasses.replace(run, pause=False)
+        return self.runs[run_id]
+
+    def park_run(self, run_id: str, epoch: int) -> RunStatus | None:
+        """`Backend.park_run`: the owner stops its RUNNING run, PAUSED if still asked."""
+        run = self.runs.get(run_id)
+        if run is None or run.epoch != epoch or run.status is not RunStatus.RUNNING:
+            return None
+        status = RunStatus.PAUSED if run.pause else RunStatus.QUEUED
+        self.runs[run_id] = dataclasses.replace(
+            run, status=status, pause=False, owner=None, lease=None
+        )
+        return status
+
     # -- waiting ----------------------------------------------------------------------
 
     def _wake(self, run_id: str | None, waiting_on: str | None = None) -> None:
+        """Queue *run_id* if it is WAITING on *waiting_on* (any wait if None); one that
+        waits ``events|...`` takes any ``event:`` too."""
         run = self.runs.get(run_id) if run_id is not None else None
         if run is None or run.status is not RunStatus.WAITING:
             return
-        if waiting_on is not None and run.waiting_on != waiting_on:
-            return
+        if waiting_on is not None:
+            awaited = run.waiting_on or ""
+            any_event = awaited.startswith(ANY_EVENT)
+            named = awaited.removeprefix(ANY_EVENT)
+            if named != waiting_on and not (any_event and waiting_on.startswith("event:")):
+                return
         assert run_id is not None
         self.runs[run_id] = dataclasses.replace(
             run, status=RunStatus.QUEUED, wake=None, waiting_on=None
@@ -584,11 +733,13 @@ class Model:
         return RunStatus.WAITING
 
     def _satisfied(self, run_id: str, waiting_on: str | None) -> bool:
-        kind, _, name = (waiting_on or "").partition(":")
+        awaited = waiting_on or ""
+        unconsumed = [e for e in self.inbox.get(run_id, []) if e.consumed_position is None]
+        if awaited.startswith(ANY_EVENT) and unconsumed:
+            return True
+        kind, _, name = awaited.removeprefix(ANY_EVENT).partition(":")
         if kind == "event":
-            return any(
-                e.name == name and e.consumed_position is None for e in self.inbox.get(run_id, [])
-            )
+            return any(e.name == name for e in unconsumed)
         other = self.runs.get(name) if kind == "run" else None
         return other is not None and other.status.finished
 
@@ -604,26 +755,26 @@ class Model:
 
     # -- history and events -----------------------------------------------------------
 
-    def record(self, step: Step, epoch: int) -> tuple[Step, bool] | Raised:
-        """`Backend.record`."""
+    def record(self, step: Step, epoch: int) -> tuple[Step, int] | Raised:
+        """`Backend.record`: the step as stored, and the run's requests."""
         run = self.runs.get(step.run_id)
         if run is None or run.epoch != epoch:
             return Raised("LeaseLost", step.run_id)
         steps = self.history[step.run_id]
         existing = steps.get(step.position)
         if existing is not None and existing.status.finished:
-            return existing, run.cancel
+            return existing, _requests(run)
         stored = dataclasses.replace(step, epoch=epoch)
         steps[step.position] = _keep_first_start(stored, existing)
-        return stored, run.cancel
+        return stored, _requests(run)
 
-    def record_steps(self, steps: list[Step], epoch: int) -> tuple[list[Step], bool] | Raised:
+    def record_steps(self, steps: list[Step], epoch: int) -> tuple[list[Step], int] | Raised:
         """`Backend.record_steps`: each as `record` would, in one commit."""
         run = self.runs.get(steps[0].run_id)
         if run is None or run.epoch != epoch:
             return Raised("LeaseLost", steps[0].run_id)
         done = [self.record(step, epoch) for step in steps]
-        return [d[0] for d in done if isinstance(d, tuple)], run.cancel
+        return [d[0] for d in done if isinstance(d, tuple)], _requests(run)
 
     def heartbeat(
         self, run_id: str, position: int, epoch: int, attempt: int, details: bytes | None
@@ -673,18 +824,26 @@ class Model:
         self._wake(run_id, f"event:{name}")
         return event
 
-    def consume_event(self, step: Step, epoch: int, name: str) -> tuple[Step, bool] | Raised | None:
-        """`Backend.consume_event`."""
+    def consume_event(
+        self, step: Step, epoch: int, name: str | None, exclude: str | None = None
+    ) -> tuple[Step, int] | Raised | None:
+        """`Backend.consume_event`: the oldest unconsumed event *name*, or of any name but
+        *exclude* if *name* is None (the stored step takes the event's name)."""
         run = self.runs.get(step.run_id)
         if run is None or run.epoch != epoch:
             return Raised("LeaseLost", step.run_id)
         steps = self.history[step.run_id]
         existing = steps.get(step.position)
         if existing is not None and existing.status.finished:
-            return existing, run.cancel
+            return existing, _requests(run)
         inbox = self.inbox.get(step.run_id, [])
         index = next(
-            (i for i, e in enumerate(inbox) if e.name == name and e.consumed_position is None),
+            (
+                i
+                for i, e in enumerate(inbox)
+                if e.consumed_position is None
+                and (e.name == name if name is not None else e.name != exclude)
+            ),
             None,
         )
         if index is None:
@@ -693,13 +852,26 @@ class Model:
         inbox[index] = dataclasses.replace(event, consumed_position=step.position)
         stored = dataclasses.replace(
             step,
+            name=event.name,
             status=StepStatus.COMPLETED,
             input=b'j{"event":#%d}' % index,
             output=event.payload,
             epoch=epoch,
         )
         steps[step.position] = _keep_first_start(stored, existing)
-        return stored, run.cancel
+        return stored, _requests(run)
+
+    def has_events(self, run_id: str, exclude: str | None) -> bool:
+        """`Backend.has_events`: an unconsumed event not named *exclude* (False for an
+        unknown run)."""
+        return any(
+            e.consumed_position is None and e.name != exclude for e in self.inbox.get(run_id, [])
+        )
+
+
+def _requests(run: RunView) -> int:
+    """What `record` and `consume_event` answer: the run's requests, as bits."""
+    return (CANCEL_REQUEST if run.cancel else 0) | (PAUSE_REQUEST if run.pause else 0)
 
 
 def _keep_first_start(step: Step, replaced: Step | None) -> Step:

@@ -1,11 +1,12 @@
 """A differential state machine over the storage backends: memory, SQLite, PostgreSQL.
 
 Hypothesis drives random sequences of the `Backend` operations (create, claim, record,
-heartbeat, expire, send, consume, suspend, wake, cancel, finish, release) through every
-backend at once and through a small reference model (`_backend_model.Model`). Each call
-must give the model's answer on every backend; after each step every backend's
-observable state (`Dump`) must equal the model's, and the invariants of histories,
-epochs, outcomes and inboxes must hold between consecutive states.
+heartbeat, expire, send, consume, suspend, wake, cancel, pause, resume, park, finish,
+release) through every backend at once and through a small reference model
+(`_backend_model.Model`). Each call must give the model's answer on every backend;
+after each step every backend's observable state (`Dump`) must equal the model's, and
+the invariants of histories, epochs, outcomes and inboxes must hold between
+consecutive states.
 
 Time. The SQL backends judge leases and timers by the database clock, which a test
 cannot move, so nothing here depends on how fast a step runs:
@@ -49,6 +50,7 @@ from durable.core.records import NewRun, RunStatus, Step, StepKind, StepStatus
 from durable.core.run_options import PRIORITY_MAX, PRIORITY_MIN
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 from tests.backends._backend_model import (
+    ANY_EVENT,
     EXPIRED,
     FAR,
     GHOST,
@@ -58,6 +60,7 @@ from tests.backends._backend_model import (
     Dump,
     Model,
     Raised,
+    RunView,
     check_transition,
     describe_difference,
     observe,
@@ -97,9 +100,24 @@ OWNER = st.sampled_from(OWNERS)
 PRIORITY = st.sampled_from((0, 1, 2, PRIORITY_MIN, PRIORITY_MAX))
 #: The epoch a call passes, relative to the run's: mostly its own, sometimes a stale one.
 SHIFT = st.sampled_from((0, 0, 0, 0, 0, -1, 1))
-#: What a suspending run waits for, besides its timer (see `_waiting_on`).
+#: Where `resume` reopens a cancelled run (`drop_from`): nowhere (None), at its first
+#: position, its last, past its end, or at the first position that consumed an event.
+DROP = st.sampled_from((None, None, "start", "last", "past", "an event"))
+#: What a suspending run waits for, besides its timer (see `_waiting_on`); prefixed
+#: "events|", any event ends the wait too (a workflow class with on_event).
 WAITING_ON = st.sampled_from(
-    ("its child", "its child", "event:go", "event:stop", "a run", "nothing")
+    (
+        "its child",
+        "its child",
+        "event:go",
+        "event:stop",
+        "a run",
+        "nothing",
+        "events|its child",
+        "events|its child",
+        "events|event:go",
+        "events|nothing",
+    )
 )
 
 
@@ -171,7 +189,43 @@ class BackendMachine(RuleBasedStateMachine):
         run = self.model.runs.get(run_id)
         return (run.epoch if run is not None else 0) + shift
 
+    def _steer(self, run_id: str, steer: bool, *wanted: Callable[[str, RunView], bool]) -> str:
+        """*run_id*, or with *steer* the first run from it on (RUN_IDS in a circle) that
+        the model shows as the first of *wanted* that any run is: for cases a rule would
+        seldom meet by chance."""
+        if not steer or run_id not in RUN_IDS:
+            return run_id
+        start = RUN_IDS.index(run_id)
+        circle = RUN_IDS[start:] + RUN_IDS[:start]
+        for test in wanted:
+            for other in circle:
+                run = self.model.runs.get(other)
+                if run is not None and test(other, run):
+                    return other
+        return run_id
+
+    def _cancelled_with_consumed_events(self, run_id: str, run: RunView) -> bool:
+        inbox = self.model.inbox.get(run_id, [])
+        consumed = any(e.consumed_position is not None for e in inbox)
+        return run.status is RunStatus.CANCELLED and consumed
+
+    def _worth_finishing(self, run_id: str, run: RunView) -> bool:
+        """Whether *run_id* is unfinished and awaited by its parent, or consumed events."""
+        if run.status.finished:
+            return False
+        if any(e.consumed_position is not None for e in self.model.inbox.get(run_id, [])):
+            return True
+        parent = self.model.runs.get(run.parent) if run.parent is not None else None
+        return (
+            parent is not None
+            and parent.status is RunStatus.WAITING
+            and (parent.waiting_on or "").removeprefix(ANY_EVENT) == f"run:{run_id}"
+        )
+
     def _waiting_on(self, run_id: str, waiting: str, other: str) -> str | None:
+        if waiting.startswith(ANY_EVENT):
+            named = self._waiting_on(run_id, waiting.removeprefix(ANY_EVENT), other)
+            return ANY_EVENT + (named or "")
         if waiting == "nothing":
             return None
         if waiting == "its child":
@@ -373,10 +427,15 @@ class BackendMachine(RuleBasedStateMachine):
             )
         ),
         with_step=st.booleans(),
+        steer=st.booleans(),
     )
-    def finish(self, run_id: str, shift: int, status: RunStatus, with_step: bool) -> None:
+    def finish(
+        self, run_id: str, shift: int, status: RunStatus, with_step: bool, steer: bool = False
+    ) -> None:
         """finish_run: fenced, once; a parent waiting on the run is queued; with the
-        run's last step (over its start) in the same commit, if *with_step*."""
+        run's last step (over its start) in the same commit, if *with_step*. Steered to
+        a run whose parent waits for it, or that consumed an event (to reopen it)."""
+        run_id = self._steer(run_id, steer, self._worth_finishing)
         epoch = self._epoch(run_id, shift)
         n = next(self.serial)
         output = b"j%d" % n if status is RunStatus.COMPLETED else None
@@ -404,6 +463,60 @@ class BackendMachine(RuleBasedStateMachine):
         expected = self.model.cancel_run(run_id)
         self._on_all(
             f"cancel_run({run_id!r})", expected, lambda b: view_run(b, b.cancel_run(run_id))
+        )
+
+    @rule(run_id=runs)
+    def pause(self, run_id: str) -> None:
+        """pause_run: idle runs of the tree are PAUSED, running ones asked to pause."""
+        expected = self.model.pause_run(run_id)
+        self._on_all(f"pause_run({run_id!r})", expected, lambda b: view_run(b, b.pause_run(run_id)))
+
+    @rule(run_id=runs, drop=DROP, steer=st.booleans())
+    def resume(self, run_id: str, drop: str | None, steer: bool = False) -> None:
+        """resume_run: paused runs of the tree are queued, pause requests withdrawn; with
+        *drop* (see DROP), a CANCELLED run is reopened from there. Steered to a CANCELLED
+        run with *drop*, else to a paused or asked one."""
+        if drop is None:
+            run_id = self._steer(
+                run_id, steer, lambda _, run: run.pause or run.status is RunStatus.PAUSED
+            )
+        else:
+            # One that consumed events first: reopened, it has them back.
+            run_id = self._steer(
+                run_id,
+                steer,
+                self._cancelled_with_consumed_events,
+                lambda _, run: run.status is RunStatus.CANCELLED,
+            )
+        end = self.model.next_position(run_id)
+        taken = [
+            e.consumed_position
+            for e in self.model.inbox.get(run_id, [])
+            if e.consumed_position is not None
+        ]
+        drop_from = {
+            None: None,
+            "start": 0,
+            "last": max(0, end - 1),
+            "past": end,
+            "an event": min(taken, default=0),
+        }[drop]
+        expected = self.model.resume_run(run_id, drop_from)
+        self._on_all(
+            f"resume_run({run_id!r}, drop_from={drop_from})",
+            expected,
+            lambda b: view_run(b, b.resume_run(run_id, drop_from=drop_from)),
+        )
+
+    @rule(run_id=runs, shift=SHIFT, steer=st.booleans())
+    def park(self, run_id: str, shift: int, steer: bool = False) -> None:
+        """park_run: the owner stops its RUNNING run: PAUSED if asked, else QUEUED.
+        Steered to a run asked to pause."""
+        run_id = self._steer(run_id, steer, lambda _, run: run.pause)
+        epoch = self._epoch(run_id, shift)
+        expected = self.model.park_run(run_id, epoch)
+        self._on_all(
+            f"park_run({run_id!r}, {epoch})", expected, lambda b: b.park_run(run_id, epoch)
         )
 
     # -- history ----------------------------------------------------------------------
@@ -472,8 +585,8 @@ class BackendMachine(RuleBasedStateMachine):
         expected = self.model.record_steps(steps, epoch)
 
         def record(backend: Backend) -> object:
-            stored, cancel = backend.record_steps(steps, epoch)
-            return [view_step(backend, s) for s in stored], cancel
+            stored, flags = backend.record_steps(steps, epoch)
+            return [view_step(backend, s) for s in stored], flags
 
         self._on_all(f"record_steps({steps}, {epoch})", expected, record)
 
@@ -506,9 +619,14 @@ class BackendMachine(RuleBasedStateMachine):
         name=st.sampled_from(EVENT_NAMES),
         key=st.sampled_from((None, None, "k1", "k2")),
         sender=st.none() | st.just("svc"),
+        steer=st.booleans(),
     )
-    def send(self, run_id: str, name: str, key: str | None, sender: str | None) -> None:
-        """send_event: into the inbox, once per key; a run waiting for the name is queued."""
+    def send(
+        self, run_id: str, name: str, key: str | None, sender: str | None, steer: bool = False
+    ) -> None:
+        """send_event: into the inbox, once per key; a run waiting for the name (or for
+        any event) is queued. Steered to a WAITING run."""
+        run_id = self._steer(run_id, steer, lambda _, run: run.status is RunStatus.WAITING)
         payload = b'j"payload %d"' % next(self.serial)
         expected = self.model.send_event(run_id, name, payload, key=key, sender=sender)
         self._on_all(
@@ -517,27 +635,58 @@ class BackendMachine(RuleBasedStateMachine):
             lambda b: view_event(b, b.send_event(run_id, name, payload, key=key, sender=sender)),
         )
 
-    @rule(run_id=runs, shift=SHIFT, name=st.sampled_from(EVENT_NAMES), back=st.integers(0, 1))
-    def consume(self, run_id: str, shift: int, name: str, back: int) -> None:
-        """consume_event: the oldest unconsumed event of the name, recorded at a position."""
+    @rule(
+        run_id=runs,
+        shift=SHIFT,
+        name=st.sampled_from(EVENT_NAMES) | st.none(),
+        exclude=st.sampled_from((None, *EVENT_NAMES)),
+        back=st.integers(0, 1),
+        steer=st.booleans(),
+    )
+    def consume(
+        self,
+        *,
+        run_id: str,
+        shift: int,
+        name: str | None,
+        back: int,
+        exclude: str | None = None,
+        steer: bool = False,
+    ) -> None:
+        """consume_event: the oldest unconsumed event of the name, recorded at a position;
+        with no name (an on_event handler), the oldest of any name but *exclude*. Steered
+        to a run with an unconsumed event."""
+        run_id = self._steer(run_id, steer, lambda i, _: self.model.has_events(i, None))
         epoch = self._epoch(run_id, shift)
         position = max(0, self.model.next_position(run_id) - back)
         n = next(self.serial)
         step = Step(
             run_id=run_id,
             position=position,
-            kind=StepKind.EVENT,
-            name=name,
+            kind=StepKind.EVENT if name is not None else StepKind.HANDLER,
+            name=name if name is not None else "on_event",
             call_hash=f"v1:event-{name}",
             status=StepStatus.WAITING,
             started_at=float(n),
             finished_at=float(n),
         )
-        expected = self.model.consume_event(step, epoch, name)
+        if name is not None:
+            exclude = None
+        expected = self.model.consume_event(step, epoch, name, exclude)
         self._on_all(
-            f"consume_event({step}, {epoch}, {name!r})",
+            f"consume_event({step}, {epoch}, {name!r}, exclude={exclude!r})",
             expected,
-            lambda b: _stored(b, b.consume_event(step, epoch, name)),
+            lambda b: _stored(b, b.consume_event(step, epoch, name, exclude=exclude)),
+        )
+
+    @rule(run_id=runs, exclude=st.sampled_from((None, *EVENT_NAMES)))
+    def has_events(self, run_id: str, exclude: str | None) -> None:
+        """has_events: whether an unconsumed event not named *exclude* is in the inbox."""
+        expected = self.model.has_events(run_id, exclude)
+        self._on_all(
+            f"has_events({run_id!r}, exclude={exclude!r})",
+            expected,
+            lambda b: b.has_events(run_id, exclude=exclude),
         )
 
     # -- waiting ----------------------------------------------------------------------
@@ -548,9 +697,21 @@ class BackendMachine(RuleBasedStateMachine):
         timer=st.sampled_from((None, "past", "later")),
         waiting=WAITING_ON,
         other=runs,
+        steer=st.booleans(),
     )
-    def suspend(self, run_id: str, shift: int, timer: str | None, waiting: str, other: str) -> None:
-        """suspend_run: WAITING, or QUEUED at once if the wait is already over."""
+    def suspend(
+        self,
+        *,
+        run_id: str,
+        shift: int,
+        timer: str | None,
+        waiting: str,
+        other: str,
+        steer: bool = False,
+    ) -> None:
+        """suspend_run: WAITING, or QUEUED at once if the wait is already over. Steered
+        to a RUNNING run."""
+        run_id = self._steer(run_id, steer, lambda _, run: run.status is RunStatus.RUNNING)
         epoch = self._epoch(run_id, shift)
         waiting_on = self._waiting_on(run_id, waiting, other)
         if timer is None and waiting_on is None:
@@ -616,6 +777,10 @@ class BackendMachine(RuleBasedStateMachine):
                 "release",
                 "finish",
                 "cancel",
+                "pause",
+                "resume",
+                "park",
+                "has_events",
                 "record",
                 "record_pair",
                 "heartbeat",
@@ -637,6 +802,10 @@ class BackendMachine(RuleBasedStateMachine):
                 run_id=GHOST, shift=0, status=RunStatus.COMPLETED, with_step=True
             ),
             "cancel": lambda: self.cancel(run_id=GHOST),
+            "pause": lambda: self.pause(run_id=GHOST),
+            "resume": lambda: self.resume(run_id=GHOST, drop="start"),
+            "park": lambda: self.park(run_id=GHOST, shift=0),
+            "has_events": lambda: self.has_events(run_id=GHOST, exclude=None),
             "record": lambda: self.record(
                 run_id=GHOST, shift=0, back=0, status=StepStatus.COMPLETED
             ),
@@ -673,12 +842,12 @@ class BackendMachine(RuleBasedStateMachine):
         self.fenced = False
 
 
-def _stored(backend: Backend, result: tuple[Step, bool] | None) -> object:
+def _stored(backend: Backend, result: tuple[Step, int] | None) -> object:
     """record's and consume_event's answer, as the model writes it."""
     if result is None:
         return None
-    step, cancel_requested = result
-    return view_step(backend, step), cancel_requested
+    step, flags = result  # the run's requests (CANCEL_REQUEST | PAUSE_REQUEST)
+    return view_step(backend, step), flags
 
 
 def _postgres_url() -> str | None:
@@ -838,3 +1007,100 @@ def test_a_pair_over_a_finished_position_is_recorded_step_by_step(
             StepStatus.COMPLETED, b"j[3]", 1.0,
         ), name  # fmt: skip
         assert (second.status, second.input) == (StepStatus.COMPLETED, b"j[2]"), name
+
+
+def test_a_reopened_run_gets_back_the_events_of_the_positions_it_drops(
+    open_backends: Callable[[], Backends],
+) -> None:
+    """resume_run(drop_from=) on a CANCELLED run: the steps from there on are deleted,
+    the event one of them consumed is unconsumed again, and the run is queued with no
+    outcome (a chain the machine seldom builds by chance: pinned here)."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(OWNERS[0], None, None), parent_of_r2=None, queue="default", priority=0
+        ),
+        lambda m: m.send(run_id="r0", name="go", key=None, sender=None),
+        lambda m: m.record(run_id="r0", shift=0, back=0, status=StepStatus.COMPLETED),
+        lambda m: m.consume(run_id="r0", shift=0, name=None, back=0, exclude="stop"),
+        lambda m: m.finish(run_id="r0", shift=0, status=RunStatus.CANCELLED, with_step=True),
+        lambda m: m.resume(run_id="r0", drop="an event"),
+    )
+    for name, dump in dumps.items():
+        run, (event,) = dump.runs["r0"], dump.events["r0"]
+        assert run is not None, name
+        assert (run.status, run.error, run.cancel) == (RunStatus.QUEUED, None, False), name
+        assert [s.position for s in dump.history["r0"]] == [0], name
+        assert event.consumed_position is None, name
+
+
+def test_pause_park_and_resume_a_tree(open_backends: Callable[[], Backends]) -> None:
+    """pause_run over a tree: a running root is asked (its writes answer PAUSE_REQUEST,
+    checked by the machine), a queued and a waiting child are PAUSED at once, the
+    waiting one keeping its wait, which no event ends; park_run stops the root; and
+    resume_run queues them all."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(OWNERS[0], None, OWNERS[1]), parent_of_r2="r0", queue="default", priority=0
+        ),
+        lambda m: m.suspend(
+            run_id="r2", shift=0, timer="later", waiting="events|event:go", other="r2"
+        ),
+        lambda m: m.pause(run_id="r0"),
+        lambda m: m.send(run_id="r2", name="stop", key=None, sender=None),
+        lambda m: m.record(run_id="r0", shift=0, back=0, status=StepStatus.COMPLETED),
+        lambda m: m.park(run_id="r0", shift=0),
+    )
+    for name, dump in dumps.items():
+        r0, r1, r2 = (dump.runs[r] for r in ("r0", "r1", "r2"))
+        assert r0 is not None and r1 is not None and r2 is not None
+        assert (r0.status, r0.pause, r0.owner) == (RunStatus.PAUSED, False, None), name
+        assert r1.status is RunStatus.PAUSED, name
+        assert (r2.status, r2.wake, r2.waiting_on) == (
+            RunStatus.PAUSED, "later", "events|event:go",
+        ), name  # fmt: skip
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(OWNERS[0], None, OWNERS[1]), parent_of_r2="r0", queue="default", priority=0
+        ),
+        lambda m: m.suspend(
+            run_id="r2", shift=0, timer="later", waiting="events|event:go", other="r2"
+        ),
+        lambda m: m.pause(run_id="r0"),
+        lambda m: m.park(run_id="r0", shift=0),
+        lambda m: m.resume(run_id="r0", drop=None),
+    )
+    for name, dump in dumps.items():
+        for run_id in ("r0", "r1", "r2"):
+            run = dump.runs[run_id]
+            assert run is not None and run.status is RunStatus.QUEUED, (name, run_id)
+            assert (run.wake, run.waiting_on, run.pause) == (None, None, False), (name, run_id)
+
+
+def test_any_event_waits_end_on_any_event_and_on_the_child(
+    open_backends: Callable[[], Backends],
+) -> None:
+    """A run waiting ``events|event:go`` is queued by an event of another name; one
+    waiting ``events|run:<child>`` by its child finishing."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(OWNERS[0], None, OWNERS[1]), parent_of_r2=None, queue="default", priority=0
+        ),
+        lambda m: m.suspend(
+            run_id="r2", shift=0, timer=None, waiting="events|event:go", other="r2"
+        ),
+        lambda m: m.send(run_id="r2", name="stop", key=None, sender=None),
+        lambda m: m.suspend(
+            run_id="r0", shift=0, timer="later", waiting="events|its child", other="r0"
+        ),
+        lambda m: m.finish(run_id="r1", shift=0, status=RunStatus.COMPLETED, with_step=False),
+        lambda m: m.has_events(run_id="r2", exclude="stop"),
+        lambda m: m.has_events(run_id="r2", exclude=None),
+    )
+    for name, dump in dumps.items():
+        r0, r2 = dump.runs["r0"], dump.runs["r2"]
+        assert r0 is not None and r2 is not None
+        assert (r0.status, r2.status) == (RunStatus.QUEUED, RunStatus.QUEUED), name

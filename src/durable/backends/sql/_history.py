@@ -51,7 +51,7 @@ class SQLHistory(SQLBase):
                     quiet.sql, values[: len(quiet.order)], name="Recording steps"
                 )
                 if rows[0][0]:  # the row count
-                    return stored, False
+                    return stored, 0
             else:
                 rows, _ = self._steps.write(self._sql.record.sql, values, name="Recording steps")
                 if rows:  # the run's cancellation flag
