@@ -3,6 +3,7 @@ and DST, catch-up after downtime, overlap, exactly-once firing, and bad input.""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 from collections.abc import Iterator
@@ -231,3 +232,26 @@ def test_arguments_that_do_not_fit_are_refused_at_once(env: DurableEnv) -> None:
     with pytest.raises(TypeError):
         durable.schedule(sync_customer, id="nofit", every=60)
     assert env.backend.get_schedule("nofit") is None
+
+
+def test_a_schedule_whose_arguments_no_longer_fit_skips_its_ticks_not_the_worker(
+    env: DurableEnv,
+) -> None:
+    """A deploy changed the workflow's signature under a stored schedule: its ticks are
+    logged and skipped, it moves on, and other schedules and runs are not held up."""
+    durable.schedule(sync_customer, "c-1", id="stale", every=60)
+    durable.schedule(sync_customer, "c-2", id="fine", every=60)
+    stale = env.backend.get_schedule("stale")
+    assert stale is not None
+    broken = env.engine.dump({"args": [], "kwargs": {"nope": 1}}, "test")
+    env.backend.put_schedule(dataclasses.replace(stale, input=broken))
+    env.advance(timedelta(minutes=3))
+    assert results(env, sync_customer.name) == ["synced c-2"] * 3
+    moved = env.backend.get_schedule("stale")
+    assert moved is not None and moved.next_fire_at > env.clock.now()
+
+
+def test_an_id_too_long_to_name_its_runs_is_refused(env: DurableEnv) -> None:
+    with pytest.raises(ValueError, match="cannot name its runs"):
+        durable.schedule(sync_customer, "x", id="s" * 500, every=60)
+    assert env.backend.list_schedules() == []

@@ -81,7 +81,7 @@ class Client:
             every.setdefault("Authorization", f"Bearer {self.token}")
         if self.cookie is not None:
             every.setdefault("Cookie", self.cookie)
-        if method == "POST" and self.csrf is not None:
+        if method in ("POST", "DELETE") and self.csrf is not None:
             every.setdefault("X-CSRF-Token", self.csrf)
             every.setdefault("Origin", ORIGIN)
         if self.host is not None:
@@ -107,6 +107,9 @@ class Client:
         return self.request(
             "POST", path, json_body={} if json_body is None else json_body, **kwargs
         )
+
+    def delete(self, path: str, **kwargs: Any) -> Reply:
+        return self.request("DELETE", path, **kwargs)
 
     def login(self, token: str) -> Reply:
         """Open ``/?token=...`` like a browser; keep the cookie and fetch the CSRF token."""
@@ -142,6 +145,25 @@ SUMMARY = {
     "cancel_requested": False,
     "pause_requested": False,
     "recoveries": 0,
+}
+
+SCHEDULE = {
+    "id": "s1",
+    "workflow": "app.flow",
+    "every": 60.0,
+    "catch_up": "latest",
+    "max_catch_up": 100,
+    "overlap": "skip",
+    "queue": "default",
+    "priority": 0,
+    "declared": False,
+    "orphaned": False,
+    "paused": False,
+    "next_fire_at": "2026-01-01T00:01:00.000000Z",
+    "last_fire_at": None,
+    "last_run": None,
+    "created_at": "2026-01-01T00:00:00.000000Z",
+    "updated_at": "2026-01-01T00:00:00.000000Z",
 }
 
 
@@ -203,6 +225,30 @@ class FakeOps:
             "consumed_position": None,
         }
         return {"event": event}
+
+    def list_schedules(self) -> list[dict[str, Any]]:
+        self._record("list_schedules")
+        return [SCHEDULE]
+
+    def get_schedule(self, schedule_id: str) -> dict[str, Any]:
+        self._record("get_schedule", schedule_id)
+        return {**SCHEDULE, "id": schedule_id}
+
+    def pause_schedule(self, schedule_id: str) -> dict[str, Any]:
+        self._record("pause_schedule", schedule_id)
+        return {**SCHEDULE, "id": schedule_id, "paused": True, "next_fire_at": None}
+
+    def resume_schedule(self, schedule_id: str) -> dict[str, Any]:
+        self._record("resume_schedule", schedule_id)
+        return {**SCHEDULE, "id": schedule_id}
+
+    def trigger_schedule(self, schedule_id: str) -> dict[str, Any]:
+        self._record("trigger_schedule", schedule_id)
+        return {"run": f"{schedule_id}@2026-01-01T00:00:00.000000Z-manual"}
+
+    def delete_schedule(self, schedule_id: str) -> dict[str, Any]:
+        self._record("delete_schedule", schedule_id)
+        return {"deleted": schedule_id}
 
 
 def fake_app(ops: FakeOps | None = None, **options: Any) -> WebApp:

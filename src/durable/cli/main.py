@@ -2,8 +2,9 @@
 
 Each command group lives in its own module and registers its subcommands: `worker`,
 `runs` (ls, show, history, stats), `actions` (start, cancel, pause, resume, retry,
-send; `bulk` acts on many runs), `check`, `purge` and `ui`; `output` prints for all of
-them, `common` holds shared options."""
+send; `bulk` acts on many runs), `schedules` (schedules, schedule pause|resume|rm|
+trigger), `check`, `purge` and `ui`; `output` prints for all of them, `common` holds
+shared options."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from durable.errors import DurableError, InvalidValue
 from durable.ops import OpsError
 
-from . import actions, check, purge, runs, ui, worker
+from . import actions, check, purge, runs, schedules, ui, worker
 from .output import CommandError, printable
 
 NEWLINE = "\n"
@@ -25,10 +26,11 @@ exit codes:
   1  an error: the database cannot be used, a bulk action failed on some runs, durable
      check found runs that would diverge
   2  bad usage or input: unknown options, bad JSON, a module that does not import
-  3  not found: no such run, or no such workflow registered
+  3  not found: no such run or schedule, or no such workflow registered
   4  conflict: the run's state does not allow it (cancel or pause a finished run,
      resume one that is neither paused nor cancelled, retry one that did not fail,
-     send to a finished run), or start --id names another call
+     send to a finished run), start --id names another call, a schedule resumed is
+     not paused, or one triggered runs a workflow not registered here
 
 `durable COMMAND --help` describes each command, with examples.
 """
@@ -39,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="durable",
         description="Durable workflows: run workers against a database; list, inspect, "
-        "start, cancel, pause, resume and retry runs; check code against live runs; "
-        "purge old ones.",
+        "start, cancel, pause, resume and retry runs; list and operate schedules; check "
+        "code against live runs; purge old ones.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -48,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_command(commands)
     runs.add_commands(commands)
     actions.add_commands(commands)
+    schedules.add_commands(commands)
     check.add_command(commands)
     purge.add_command(commands)
     ui.add_command(commands)
@@ -58,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code.
 
     Exit codes: 0 ok; 1 a general or storage error; 2 bad usage or input; 3 not found;
-    4 conflict (the run's state does not allow the action). Errors go to stderr as
+    4 conflict (the run's or schedule's state does not allow the action). Errors go to stderr as
     ``durable: <message>``.
     """
     try:

@@ -65,7 +65,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     ui.add_argument(
         "--read-only",
         action="store_true",
-        help="refuse start, cancel, pause, resume, retry and send",
+        help="refuse start, cancel, pause, resume, retry and send, and the schedule actions",
     )
     ui.add_argument(
         "--allow-host",

@@ -77,7 +77,14 @@ def delete(engine: Engine, schedule_id: str) -> dict[str, Any]:
 def trigger(engine: Engine, schedule_id: str) -> dict[str, Any]:
     """Start a run of the schedule now, outside its ticks."""
     schedule = found(engine, schedule_id)
-    started = schedules.trigger(engine, schedule_id)
+    try:
+        started = schedules.trigger(engine, schedule_id)
+    except (TypeError, ValueError) as error:
+        raise Conflict(
+            f"Schedule {schedule_id!r} cannot start a run of {schedule.workflow!r}: {error} "
+            "(its stored arguments may no longer fit the workflow's code: store the "
+            "schedule again with arguments that do)."
+        ) from None
     if started is None:
         raise Conflict(
             f"Schedule {schedule_id!r} runs {schedule.workflow!r}, which is not registered "

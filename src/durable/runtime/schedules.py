@@ -26,6 +26,7 @@ from typing import Any
 
 from durable.core.functions import Call, Durable
 from durable.core.hashing import call_hash
+from durable.core.run_options import check_run_id
 from durable.core.schedules import (
     CatchUp,
     Overlap,
@@ -36,7 +37,7 @@ from durable.core.schedules import (
     run_id,
     zone,
 )
-from durable.errors import IdempotencyConflict, PayloadError
+from durable.errors import IdempotencyConflict, LeaseLost, PayloadError, StorageError
 
 from . import registry, runs
 from .host import Host
@@ -127,6 +128,10 @@ def store(
         SerializationError: an argument cannot be stored.
     """
     kwargs = dict(kwargs or {})
+    try:  # its runs' ids must be ids a run can have
+        check_run_id(f"{run_id(schedule_id, 0)}-manual")
+    except ValueError as error:
+        raise ValueError(f"Schedule id {schedule_id!r} cannot name its runs: {error}") from None
     now = host.backend.now()
     probe = dict(kwargs)
     if "at" not in probe and _takes_at(target, len(args)):
@@ -252,16 +257,27 @@ def _overlap_allows(host: Host, schedule: Schedule) -> bool:
 
 
 def _fire(host: Host, schedule: Schedule, target: Durable[..., Any], moment: float) -> str | None:
-    """Start the run of the tick at *moment*; its id."""
-    call = _call(host, schedule, target, moment)
-    if call is None:
-        return None
+    """Start the run of the tick at *moment*; its id, or None if it could not start:
+    the schedule's arguments no longer fit its workflow (its code changed), say. That
+    is logged and the tick skipped; one schedule's error never stops a worker."""
     identity = run_id(schedule.id, moment)
-    # Another worker may have made it from other arguments (the schedule was edited).
-    with contextlib.suppress(IdempotencyConflict):
-        runs.create(
-            host, call, identity, None, owner=None, queue=schedule.queue, priority=schedule.priority
+    try:
+        call = _call(host, schedule, target, moment)
+        if call is None:
+            return None
+        # Another worker may have made it from other arguments (the schedule was edited).
+        with contextlib.suppress(IdempotencyConflict):
+            runs.create(
+                host, call, identity, None, owner=None, queue=schedule.queue,
+                priority=schedule.priority,
+            )  # fmt: skip
+    except (StorageError, LeaseLost):
+        raise
+    except Exception:
+        log.exception(
+            "schedule %s: the run of tick %s could not start; skipped", schedule.id, identity
         )
+        return None
     return identity
 
 

@@ -54,7 +54,8 @@ class Api:
         self.guard = guard
 
     def routes(self) -> list[Route]:
-        """Every endpoint, suffixed paths before the bare ``runs/{id}``."""
+        """Every endpoint, suffixed paths before the bare ``runs/{id}`` and
+        ``schedules/{id}``."""
         return [
             route("GET", "/api/v1/health", self.health),
             route("GET", "/api/v1/session", self.session),
@@ -71,6 +72,12 @@ class Api:
             route("POST", "/api/v1/runs/{id}/retry", self.retry),
             route("POST", "/api/v1/runs/{id}/events", self.send),
             route("GET", "/api/v1/runs/{id}", self.get_run),
+            route("GET", "/api/v1/schedules", self.list_schedules),
+            route("POST", "/api/v1/schedules/{id}/pause", self.pause_schedule),
+            route("POST", "/api/v1/schedules/{id}/resume", self.resume_schedule),
+            route("POST", "/api/v1/schedules/{id}/trigger", self.trigger_schedule),
+            route("GET", "/api/v1/schedules/{id}", self.get_schedule),
+            route("DELETE", "/api/v1/schedules/{id}", self.delete_schedule),
         ]
 
     def health(self, request: Request, principal: Principal, params: Params) -> Response:
@@ -197,6 +204,38 @@ class Api:
             key=inputs.text(body, "key"),
         )
         return Response.json(result, 201)
+
+    # -- schedules ----------------------------------------------------------------------
+
+    def list_schedules(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Every schedule, by id."""
+        return Response.json({"items": self.ops.list_schedules()})
+
+    def get_schedule(self, request: Request, principal: Principal, params: Params) -> Response:
+        """One schedule."""
+        return Response.json(self.ops.get_schedule(params["id"]))
+
+    def pause_schedule(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Stop a schedule's ticks; the runs it started go on."""
+        inputs.body(request)  # checked like any POST body, though nothing in it is used
+        return Response.json(self.ops.pause_schedule(params["id"]))
+
+    def resume_schedule(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Fire a paused schedule again, from its next tick after now."""
+        inputs.body(request)
+        return Response.json(self.ops.resume_schedule(params["id"]))
+
+    def trigger_schedule(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Start a run of the schedule now: 201, ``{"run": id}`` and its Location."""
+        inputs.body(request)
+        started = self.ops.trigger_schedule(params["id"])
+        response = Response.json(started, 201)
+        response.headers.append(("Location", request.url(f"/api/v1/runs/{started['run']}")))
+        return response
+
+    def delete_schedule(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Delete a schedule; the runs it started stay."""
+        return Response.json(self.ops.delete_schedule(params["id"]))
 
 
 @functools.cache

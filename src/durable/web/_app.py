@@ -1,9 +1,10 @@
 """The WSGI application: checks, routing and the dashboard's files (`_server` serves it).
 
 Every request passes the same gate, in this order: the Host header (400), login by
-``?token=`` on the page (303 and a cookie), authentication (401), then for a POST the
-read-only switch, CSRF and Origin (403) and the content type (415). Only then does a
-handler run. Paths are relative to SCRIPT_NAME, so the app works under any prefix.
+``?token=`` on the page (303 and a cookie), authentication (401), then for a POST or a
+DELETE the read-only switch, CSRF and Origin (403) and, for a POST, the content type
+(415). Only then does a handler run. Paths are relative to SCRIPT_NAME, so the app
+works under any prefix.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ log = logging.getLogger("durable.web")
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
+#: The methods that change something: read-only, CSRF and Origin checks apply.
+WRITES = frozenset({"POST", "DELETE"})
 _STATIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -137,10 +140,10 @@ class WebApp:
             if match is None:
                 continue
             if candidate.method == method:
-                if method == "POST":
-                    self.guard.check_post(request, principal)
+                if method in WRITES:
+                    self.guard.check_write(request, principal)
                 params = {name: path_param(value) for name, value in match.groupdict().items()}
-                return candidate.handler(request, principal, path_params(params))
+                return candidate.handler(request, principal, path_params(request.path, params))
             allowed.append(candidate.method)
         if allowed:
             raise HTTPError(
@@ -185,7 +188,8 @@ def make_app(
             one (closed by ``app.close()``). Workflows started through the API must be
             registered (imported) in this process.
         token: the login secret; None generates a random one (``app.token``).
-        read_only: refuse every POST (start, cancel, pause, resume, retry, send) with 403.
+        read_only: refuse every POST and DELETE (start, cancel, pause, resume, retry,
+            send; pause, resume, trigger and delete schedules) with 403.
         allowed_hosts: Host names accepted besides localhost, 127.0.0.1 and [::1];
             ``("*",)`` accepts any, for a host framework that checks hosts itself.
         secret: the HMAC key of session cookies and CSRF tokens; random if None. Give

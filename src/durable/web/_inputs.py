@@ -52,7 +52,12 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
 #: Brackets to +1 / -1 (as signed bytes); every other byte is deleted.
 _BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
-_PATH_NAMES = {"id": "run id", "name": "task name"}
+#: What a path parameter is, by the collection it is in and its name.
+_PATH_NAMES = {
+    ("runs", "id"): "run id",
+    ("schedules", "id"): "schedule id",
+    ("tasks", "name"): "task name",
+}
 
 
 # -- bodies -----------------------------------------------------------------------------
@@ -171,10 +176,12 @@ def query_texts(request: Request, name: str) -> list[str]:
     return values
 
 
-def path_params(params: dict[str, str]) -> dict[str, str]:
-    """The values a route matched in the path, checked like any text."""
+def path_params(path: str, params: dict[str, str]) -> dict[str, str]:
+    """The values a route matched in *path* (``/api/v1/<collection>/...``), checked
+    like any text."""
+    collection = path.split("/")[3] if path.count("/") >= 3 else ""
     for name, value in params.items():
-        check_text(value, f"The {_PATH_NAMES.get(name, name)} in the path")
+        check_text(value, f"The {_PATH_NAMES.get((collection, name), name)} in the path")
     return params
 
 

@@ -6,11 +6,12 @@ same page without the token, so it does not stay in the address bar or history. 
 clients send the token as ``Authorization: Bearer``.
 
 A cookie rides along on any request the browser makes, even one a hostile page
-triggers, so a POST with a cookie must also prove it comes from our own page: an
-``X-CSRF-Token`` header (a page on another site cannot read it from /api/v1/session)
-and an ``Origin`` equal to our own. A bearer token is never sent implicitly, so bearer
-requests skip those checks. Every POST must be ``application/json``: a cross-site HTML
-form cannot send that type without a CORS preflight, which we never answer.
+triggers, so a POST (or DELETE) with a cookie must also prove it comes from our own
+page: an ``X-CSRF-Token`` header (a page on another site cannot read it from
+/api/v1/session) and an ``Origin`` equal to our own. A bearer token is never sent
+implicitly, so bearer requests skip those checks. Every POST must be
+``application/json``: a cross-site HTML form cannot send that type without a CORS
+preflight, which we never answer (nor can it send a DELETE at all).
 
 The Host check stops DNS rebinding: a hostile name that resolves to 127.0.0.1 reaches
 the server, but with its own name in ``Host``.
@@ -71,7 +72,7 @@ class Guard:
     Args:
         token: the secret that logs a browser in and authorizes bearer requests.
         secret: the HMAC key for session cookies and CSRF tokens.
-        read_only: refuse every POST.
+        read_only: refuse every POST and DELETE.
         allowed_hosts: extra ``Host`` names to accept besides loopback; ``"*"`` accepts
             any (for an app mounted in a framework that checks hosts itself).
     """
@@ -141,20 +142,25 @@ class Guard:
         return None if session is None else Principal("dashboard", session)
 
     def csrf(self, session: str) -> str:
-        """The CSRF token of *session*: what POSTs with that cookie must send."""
+        """The CSRF token of *session*: what POSTs and DELETEs with that cookie must send."""
         return self._sign(b"csrf", session)
 
-    def check_post(self, request: Request, principal: Principal) -> None:
-        """Raises HTTPError (403, 415) unless this POST may change anything."""
+    def check_write(self, request: Request, principal: Principal) -> None:
+        """Raises HTTPError (403, 415) unless this POST or DELETE may change anything.
+
+        A DELETE has no body, so no content type: a cross-site form cannot send one,
+        and a cross-site script needs a CORS preflight, which we never answer."""
         if self.read_only:
             raise HTTPError(
                 403,
                 "This dashboard is read-only: it was started with --read-only "
                 "(read_only=True), so runs cannot be started, cancelled, paused, resumed, "
-                "retried or signalled.",
+                "retried or signalled, nor schedules paused, resumed, triggered or deleted.",
             )
         if principal.session is not None:
             self._check_same_origin(request, principal.session)
+        if request.method != "POST":
+            return
         content_type = (request.header("Content-Type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
             raise HTTPError(
@@ -168,18 +174,19 @@ class Guard:
         if not sep or _origin(scheme, host) != own:
             raise HTTPError(
                 403,
-                f"A POST with the session cookie must come from this page: its Origin "
+                f"A {request.method} with the session cookie must come from this page: its Origin "
                 f"({origin!r}) must be {own!r}. Scripts should send Authorization: Bearer "
                 "<token> instead of the cookie.",
             )
         if request.header("Sec-Fetch-Site") == "cross-site":
-            raise HTTPError(403, "Cross-site POSTs are refused.")
+            raise HTTPError(403, f"Cross-site {request.method}s are refused.")
         given = request.header("X-CSRF-Token") or ""
         if not hmac.compare_digest(given.encode(), self.csrf(session).encode()):
             raise HTTPError(
                 403,
                 "The X-CSRF-Token header is missing or wrong: send the 'csrf' value "
-                "of GET api/v1/session with every POST (reload the page if it is stale).",
+                "of GET api/v1/session with every POST and DELETE (reload the page if it is "
+                "stale).",
             )
 
     def _session(self, request: Request) -> str | None:

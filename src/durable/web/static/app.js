@@ -7,14 +7,16 @@
    - URLs are relative (api/v1/...), so the app works under any mount prefix;
    - no inline scripts or styles: the Content-Security-Policy is default-src 'self'.
 
-   This module starts the page: it reads the session, routes #/ and #/runs/<id> to their
-   pages, and polls the current page while the tab is visible and Live is on. */
+   This module starts the page: it reads the session, routes #/, #/runs/<id> and
+   #/schedules to their pages, and polls the current page while the tab is visible and
+   Live is on. */
 
 import { $, clearNotice, formatTime, notice } from "./dom.js";
 import { getJSON, session } from "./http.js";
 import { closePanel, startPanel } from "./panel.js";
 import { runPage } from "./run.js";
 import { runsPage } from "./runs.js";
+import { schedulesPage } from "./schedules.js";
 
 const REFRESH_MS = 5000;
 
@@ -71,7 +73,15 @@ function route() {
       notice("This link holds a malformed run id; showing the list of runs.", "error");
     }
   }
-  poller.page = runId === null ? runsPage(refreshNow) : runPage(runId, refreshNow);
+  const schedules = location.hash === "#/schedules";
+  if (runId !== null) poller.page = runPage(runId, refreshNow);
+  else if (schedules) poller.page = schedulesPage(refreshNow);
+  else poller.page = runsPage(refreshNow);
+  // the nav link of the list this page is (or belongs to) is marked current
+  for (const [link, current] of [["nav-runs", !schedules], ["nav-schedules", schedules]]) {
+    if (current) $(link).setAttribute("aria-current", "page");
+    else $(link).removeAttribute("aria-current");
+  }
   refreshNow();
 }
 
