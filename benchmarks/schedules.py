@@ -18,6 +18,7 @@ sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
 import argparse
 import dataclasses
 import json
+import os
 import signal
 import subprocess
 import tempfile
@@ -101,7 +102,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="%(default)s")
     parser.add_argument("--count", type=int, default=0, help="default 10,000 (200 quick)")
     parser.add_argument("--tmpdir", help="where the SQLite file goes: a real disk")
-    parser.add_argument("--postgres-url", default=DEFAULT_PG, help="%(default)s")
+    default_pg = os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
+    parser.add_argument("--postgres-url", default=default_pg, help="%(default)s")
     args = parser.parse_args()
     count = args.count or (200 if args.quick else 10_000)
     for backend in args.backends.split(","):
@@ -117,7 +119,8 @@ def main() -> None:
             finally:
                 if backend != "sqlite":
                     _drop_schema(args.postgres_url, schema)
-            print(json.dumps({"backend": backend, **result}), flush=True)
+            name = "postgresql" if backend == "postgres" else backend
+            print(json.dumps({"backend": name, **result}), flush=True)
 
 
 def _create_schema(base: str, schema: str) -> None:

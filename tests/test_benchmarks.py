@@ -96,6 +96,14 @@ def test_waits_benchmark_quick(tmp_path: Path) -> None:
         assert line["meets_targets"]["no_early_wake"] and line["env_30_days_ms"] > 0
 
 
+def test_schedules_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/schedules.py --quick fires 200 schedules due at once with two worker
+    processes: every tick makes its run, none early."""
+    for line in run_quick("schedules.py", "sqlite", tmp_path):
+        assert line["schedules"] == 200 and line["fired"] == 200 and line["early"] == 0
+        assert 0 <= line["lateness_p50_s"] <= line["lateness_p99_s"] <= line["lateness_max_s"]
+
+
 def test_soak_benchmark_quick() -> None:
     """benchmarks/soak.py --quick feeds a mixed load to two workers on PostgreSQL,
     purging as it goes, and its checker finds nothing wrong."""
