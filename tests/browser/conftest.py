@@ -195,7 +195,10 @@ class Page:
         return self.driver.execute_script(script, *args)
 
     def wait_js(self, expression: str, what: str, timeout: float = PATIENCE) -> Any:
-        return eventually(lambda: self.js(f"return {expression};"), what, timeout)
+        """Poll *expression* until truthy. One that throws (an element the page has not
+        drawn yet, between one view and the next) counts as not yet."""
+        script = f"try {{ return {expression}; }} catch (error) {{ return false; }}"
+        return eventually(lambda: self.js(script), what, timeout)
 
     def find(self, selector: str) -> WebElement:
         from selenium.webdriver.common.by import By
