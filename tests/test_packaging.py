@@ -83,6 +83,8 @@ def test_py_typed_ships() -> None:
 SQL_FILES = (
     "backends/sql/__init__.py",
     "backends/_schema.py",
+    "backends/_migrations.py",
+    "backends/_statements/queues.py",
     "backends/_statements/__init__.py",
     "backends/_statements/base.py",
     "backends/_statements/runs.py",

@@ -11,6 +11,7 @@ from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
 from .api.handles import Handle, cancel, dispatch, get, pause, resume
 from .api.heartbeats import heartbeat, last_heartbeat
+from .api.queues import queue
 from .api.recorded import info, now, random, set_state, task_key, uuid4
 from .api.schedules import schedule
 from .api.upkeep import purge, recover
@@ -73,6 +74,7 @@ __all__ = [
     "now",
     "pause",
     "purge",
+    "queue",
     "random",
     "recover",
     "resume",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from durable.backends import _schema
+from durable.backends import _migrations, _schema
 from durable.backends.sql import SQLBackend
 from durable.core.records import RunStatus
 from tests.conftest import PostgresSchemas
@@ -148,4 +148,4 @@ def test_migrating_v1_gives_the_current_schema_and_keeps_data(two_databases: Any
 
 def test_every_version_has_a_migration() -> None:
     """MIGRATIONS covers every step from version 1 to the current one."""
-    assert sorted(_schema.MIGRATIONS) == list(range(1, _schema.SCHEMA_VERSION))
+    assert sorted(_migrations.MIGRATIONS) == list(range(1, _schema.SCHEMA_VERSION))

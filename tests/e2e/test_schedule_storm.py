@@ -75,7 +75,17 @@ def test_every_tick_fires_once_through_a_kill_storm(children: Children, url: str
         ticks = sorted(fired[schedule_id])
         assert len(ticks) == len(set(ticks)), f"{schedule_id}: a tick fired twice"
         last = stored[schedule_id].last_fire_at
-        assert last is not None and abs(ticks[-1] - last) < 1e-5, (schedule_id, ticks[-1], last)
+        # A tick's run is created before the schedule moves on (a crash between the two
+        # leaves the tick due, and the next worker's create finds the run): the last run
+        # is the last tick recorded, or the tick still due.
+        pending = stored[schedule_id].next_fire_at
+        assert last is not None, schedule_id
+        assert abs(ticks[-1] - last) < 1e-5 or abs(ticks[-1] - pending) < 1e-5, (
+            schedule_id,
+            ticks[-1],
+            last,
+            pending,
+        )
         assert abs(ticks[0] - schedule.next_fire_at) < 1e-5, f"{schedule_id}: the first tick lost"
         gaps = [round(b - a, 3) for a, b in itertools.pairwise(ticks)]
         assert set(gaps) == {1.0}, f"{schedule_id}: ticks lost or early: {sorted(set(gaps))}"

@@ -103,6 +103,8 @@ def dispatch(
     queue: str = "default",
     priority: int = 0,
     timeout: dt.timedelta | float | None = None,
+    key: str | None = None,
+    key_concurrency: int | None = None,
 ) -> Handle[R]: ...
 @overload
 def dispatch(
@@ -113,6 +115,8 @@ def dispatch(
     queue: str = "default",
     priority: int = 0,
     timeout: dt.timedelta | float | None = None,
+    key: str | None = None,
+    key_concurrency: int | None = None,
     **kwargs: Any,
 ) -> Handle[R]: ...
 def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
@@ -132,7 +136,13 @@ def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
     sees `Cancelled` with ``timed_out``, its ``finally`` blocks run, its children are
     cancelled) and ends ``timed_out``; ``result()`` raises `WorkflowTimeout`.
 
-    *id*, *queue*, *priority* and *timeout* are the run's options; every other keyword goes to
+    *key* and *key_concurrency* are flow control: at most *key_concurrency* runs of one
+    *key* in *queue* run at once, across all workers (without *key_concurrency*, the
+    queue's ``key_concurrency``, see `durable.queue`). Runs a limit holds back stay
+    queued, holding no thread, and the runs behind them go ahead.
+
+    *id*, *queue*, *priority*, *timeout*, *key* and *key_concurrency* are the run's
+    options; every other keyword goes to
     *fn*. If *fn* has a parameter named like an option, the flat form cannot say which
     is meant and raises TypeError: bind the arguments, ``dispatch(fn.bind(id=...),
     id="run-1")``.
@@ -145,35 +155,29 @@ def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
         SerializationError: an argument cannot be stored; nothing was written.
         InvalidValue: *id* or *queue* holds a NUL character or a lone surrogate.
     """
-    call, id, queue, priority, timeout = dispatch_parts(target, args, kwargs)
+    call, id, options = dispatch_parts(target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
         if id is not None:
             raise TypeError(
                 "id= is for application code; inside a workflow, child ids are derived."
             )
-        child = children.dispatch(context, call, queue=queue, priority=priority, timeout=timeout)
+        child = children.dispatch(context, call, **options)
         return Handle(context.host, child)
     engine = get_engine()
-    run = engine.dispatch_call(call, run_id=id, queue=queue, priority=priority, timeout=timeout)
+    run = engine.dispatch_call(call, run_id=id, **options)
     return Handle(engine, run.id)
 
 
 def dispatch_parts(
     target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], called: str = "dispatch"
-) -> tuple[Call[Any], str | None, str, int, Any]:
-    """Split dispatch's arguments (consumes *kwargs*) into the call and the run's id,
-    queue, priority and timeout (`run_options.take` refuses a keyword that could be
-    either)."""
+) -> tuple[Call[Any], str | None, dict[str, Any]]:
+    """Split dispatch's arguments (consumes *kwargs*) into the call, the run's id, and
+    its other options as keywords of `Engine.dispatch_call` (`run_options.take`
+    refuses a keyword that could be either)."""
     options = run_options.take("dispatch", target, kwargs, called=called)
     call = _one_call(target, args, kwargs)
-    return (
-        call,
-        options.get("id"),
-        options.get("queue", "default"),
-        options.get("priority", 0),
-        options.get("timeout"),
-    )
+    return call, options.pop("id", None), options
 
 
 def _one_call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call[Any]:

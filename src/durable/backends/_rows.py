@@ -54,6 +54,8 @@ def run(row: Sequence[Any]) -> Run:
         waiting_on=row[20],
         deadline_at=row[21],
         state=row[22],
+        key=row[23],
+        key_limit=row[24],
     )
 
 

@@ -3,22 +3,16 @@
 The schema is a versioned contract: `SCHEMA_VERSION` names the shape this code writes,
 `durable_meta` records the shape a database has. A new database is created at the
 current shape (`create`); an older one is moved up one version at a time by
-`MIGRATIONS[n]` (n to n+1). A database newer than the code is refused, never written to.
+`_migrations.MIGRATIONS[n]` (n to n+1). A database newer than the code is refused.
 tests/backends/test_migrations.py checks that migrating gives what creating gives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.schema import CreateColumn, CreateIndex, CreateTable
-
-from durable.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from ._connections import Connections
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 metadata = sa.MetaData()
 
@@ -52,6 +46,11 @@ runs = sa.Table(
     sa.Column("deadline_at", sa.Double),
     # Added in version 9: the properties a run's code published as it ended (JSON).
     sa.Column("state", sa.LargeBinary),
+    # Added in version 11 (flow control): the key runs that must not run together share,
+    # a limit of the run's own on them, and the key of a debounced run not yet started.
+    sa.Column("concurrency_key", sa.Text),
+    sa.Column("key_limit", sa.Integer),
+    sa.Column("debounce_key", sa.Text),
     # recover() and the lease sweep look for RUNNING runs by lease expiry.
     sa.Index("durable_runs_status_lease", "status", "lease_until"),
     sa.Index("durable_runs_created", "created_at"),
@@ -185,6 +184,19 @@ schedules = sa.Table(
     ),
 )
 
+# Version 11: the limits of queues (flow control), and the log of a rate's starts.
+queues = sa.Table(
+    "durable_queues",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("concurrency", sa.Integer),
+    sa.Column("key_concurrency", sa.Integer),
+    sa.Column("rate", sa.Integer),
+    sa.Column("per", sa.Double),
+    sa.Column("rate_log", sa.LargeBinary),
+    sa.Column("updated_at", sa.Double, nullable=False),
+)
+
 meta = sa.Table(
     "durable_meta",
     metadata,
@@ -218,12 +230,12 @@ sa.Index(
     postgresql_where=_KEYED,
 )
 # Workers wake sleeping runs whose time has come.
-_due_index = sa.Index(
+due_index = sa.Index(
     "durable_runs_due", runs.c.wake_at, sqlite_where=_WAITING, postgresql_where=_WAITING
 )
 
 # Workers claim the oldest, most urgent queued runs of their queues.
-_claim_index = sa.Index(
+claim_index = sa.Index(
     "durable_runs_claim",
     runs.c.queue,
     runs.c.priority.desc(),
@@ -235,7 +247,7 @@ _claim_index = sa.Index(
 # Version 5: a run's children. Partial: most runs have no parent, and an entry each
 # would be one more b-tree page to write, and fsync, for every run created.
 _HAS_PARENT = sa.text("parent_id IS NOT NULL")
-_parent_index = sa.Index(
+parent_index = sa.Index(
     "durable_runs_parent",
     runs.c.parent_id,
     sqlite_where=_HAS_PARENT,
@@ -244,7 +256,7 @@ _parent_index = sa.Index(
 
 # Version 8: task attempts that must heartbeat, whose runs the sweep looks at for a
 # hung body (a RUNNING step's wake_at: the moment it counts as hung).
-_heartbeating_index = sa.Index(
+heartbeating_index = sa.Index(
     "durable_history_heartbeating",
     history.c.run_id,
     history.c.wake_at,
@@ -253,145 +265,45 @@ _heartbeating_index = sa.Index(
 )
 
 # Version 4: listing a workflow's runs, newest first (the dashboard, `durable ls`).
-_workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.created_at)
+workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.created_at)
 # Version 4: a run's events, for `WaitStore.events` and purging.
-_events_run_index = sa.Index("durable_events_run", events.c.run_id)
+events_run_index = sa.Index("durable_events_run", events.c.run_id)
+
+# Version 11: the running runs of a key (a claim counts them), and the one debounced
+# run of a workflow and key that has not started yet (dispatches coalesce into it).
+_KEYED_RUN = sa.text("concurrency_key IS NOT NULL")
+key_index = sa.Index(
+    "durable_runs_key",
+    runs.c.queue,
+    runs.c.concurrency_key,
+    runs.c.status,
+    sqlite_where=_KEYED_RUN,
+    postgresql_where=_KEYED_RUN,
+)
+_DEBOUNCING = sa.text("debounce_key IS NOT NULL")
+debounce_index = sa.Index(
+    "durable_runs_debounce",
+    runs.c.workflow,
+    runs.c.debounce_key,
+    unique=True,
+    sqlite_where=_DEBOUNCING,
+    postgresql_where=_DEBOUNCING,
+)
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 Execute = Callable[[str], None]
 
 
 def create(dialect: sa.Dialect, execute: Execute) -> None:
     """Create every table and index at the current version (a new database)."""
-    for table in (runs, history, events, actions, attempts, schedules, meta):
-        _create_table(table, dialect, execute)
+    for table in (runs, history, events, actions, attempts, schedules, queues, meta):
+        create_table(table, dialect, execute)
 
 
-def _create_table(table: sa.Table, dialect: sa.Dialect, execute: Execute) -> None:
+def create_table(table: sa.Table, dialect: sa.Dialect, execute: Execute) -> None:
     """*table* and its indexes, if they do not exist yet."""
     execute(str(CreateTable(table, if_not_exists=True).compile(dialect=dialect)))
     for index in sorted(table.indexes, key=lambda i: str(i.name)):
         execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
-
-
-def _v1_to_v2(dialect: sa.Dialect, execute: Execute) -> None:
-    """Workers: queues, priorities, start times and cancellation requests."""
-    for name in ("queue", "priority", "started_at", "cancel_requested"):
-        column = CreateColumn(runs.c[name]).compile(dialect=dialect)
-        execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
-    execute(str(CreateIndex(_claim_index, if_not_exists=True).compile(dialect=dialect)))
-
-
-def _v2_to_v3(dialect: sa.Dialect, execute: Execute) -> None:
-    """Time and events: wake times, what a run waits on, and the inbox."""
-    for table, name in ((runs, "wake_at"), (runs, "waiting_on"), (history, "wake_at")):
-        column = CreateColumn(table.c[name]).compile(dialect=dialect)
-        execute(f"ALTER TABLE {table.name} ADD COLUMN {column}")
-    _create_table(events, dialect, execute)
-    execute(str(CreateIndex(_due_index, if_not_exists=True).compile(dialect=dialect)))
-
-
-def _v3_to_v4(dialect: sa.Dialect, execute: Execute) -> None:
-    """Operator surface: the actions log, and indexes for listing runs and events."""
-    execute(str(CreateTable(actions, if_not_exists=True).compile(dialect=dialect)))
-    for index in (*sorted(actions.indexes, key=lambda i: str(i.name)), _workflow_index):
-        execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
-    execute(str(CreateIndex(_events_run_index, if_not_exists=True).compile(dialect=dialect)))
-
-
-def _v4_to_v5(dialect: sa.Dialect, execute: Execute) -> None:
-    """The parent index holds only runs that have a parent."""
-    execute("DROP INDEX IF EXISTS durable_runs_parent")
-    execute(str(CreateIndex(_parent_index).compile(dialect=dialect)))
-
-
-def _v5_to_v6(dialect: sa.Dialect, execute: Execute) -> None:
-    """Outcomes erased by retries, kept for statistics."""
-    _create_table(attempts, dialect, execute)
-
-
-def _v6_to_v7(dialect: sa.Dialect, execute: Execute) -> None:
-    """Task heartbeats: when an attempt last heartbeated, and its details."""
-    for name in ("heartbeat_at", "details"):
-        column = CreateColumn(history.c[name]).compile(dialect=dialect)
-        execute(f"ALTER TABLE durable_history ADD COLUMN {column}")
-
-
-def _v7_to_v8(dialect: sa.Dialect, execute: Execute) -> None:
-    """Run deadlines (when a run must have ended) and hung task attempts."""
-    column = CreateColumn(runs.c.deadline_at).compile(dialect=dialect)
-    execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
-    execute(str(CreateIndex(_heartbeating_index, if_not_exists=True).compile(dialect=dialect)))
-
-
-def _v8_to_v9(dialect: sa.Dialect, execute: Execute) -> None:
-    """Workflow properties: snapshots on steps, and a run's last one."""
-    for table in (history, runs):
-        column = CreateColumn(table.c.state).compile(dialect=dialect)
-        execute(f"ALTER TABLE {table.name} ADD COLUMN {column}")
-
-
-def _v9_to_v10(dialect: sa.Dialect, execute: Execute) -> None:
-    """Schedules: workflows run on a cron expression or at a fixed interval."""
-    _create_table(schedules, dialect, execute)
-
-
-#: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
-    1: _v1_to_v2,
-    2: _v2_to_v3,
-    3: _v3_to_v4,
-    4: _v4_to_v5,
-    5: _v5_to_v6,
-    6: _v6_to_v7,
-    7: _v7_to_v8,
-    8: _v8_to_v9,
-    9: _v9_to_v10,
-}
-
-assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
-
-
-def _version(conn: Any, dialect: sa.Dialect) -> int:
-    if dialect.name == "sqlite":
-        found = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'durable_meta'"
-        ).fetchone()
-    else:
-        found = conn.execute("SELECT to_regclass('durable_meta')").fetchone()[0]
-    if not found:
-        return 0
-    row = conn.execute("SELECT value FROM durable_meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
-
-
-def migrate(conn: Any, db: Connections, dialect: sa.Dialect) -> None:
-    """Bring the database on *conn* to SCHEMA_VERSION: create it, or migrate it up.
-
-    Raises:
-        ConfigurationError: the database is newer than this code; nothing is changed.
-    """
-    if _version(conn, dialect) == SCHEMA_VERSION:
-        return
-    with db.transaction(conn):
-        if dialect.name == "postgresql":
-            # Serialize concurrent first starts; CREATE IF NOT EXISTS alone races.
-            conn.execute("SELECT pg_advisory_xact_lock(727274)")
-        version = _version(conn, dialect)
-        if version > SCHEMA_VERSION:
-            raise ConfigurationError(
-                f"The database at {db.masked_url} has durable schema version {version}, newer "
-                f"than this code understands ({SCHEMA_VERSION}). Upgrade durable before using "
-                "this database."
-            )
-        if version == 0:
-            create(dialect, conn.execute)
-        else:
-            for step in range(version, SCHEMA_VERSION):
-                MIGRATIONS[step](dialect, conn.execute)
-        conn.execute("DELETE FROM durable_meta WHERE key = 'schema_version'")
-        conn.execute(
-            f"INSERT INTO durable_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}')"
-        )

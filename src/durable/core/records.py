@@ -150,6 +150,9 @@ class NewRun:
     priority: int = 0
     #: seconds the run may take from its creation (its deadline), or None: no deadline.
     timeout: float | None = None
+    #: flow control: see `Run.key`, `Run.key_limit`.
+    key: str | None = None
+    key_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,6 +189,10 @@ class Run:
     state: bytes | None = None
     #: asked to pause while RUNNING: its owner parks it (PAUSED) at its next durable call.
     pause_requested: bool = False
+    #: what runs that must not run together share (flow control), and the run's own
+    #: limit on how many of them run at once (else its queue's ``key_concurrency``).
+    key: str | None = None
+    key_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

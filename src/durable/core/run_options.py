@@ -31,7 +31,7 @@ PRIORITY_MAX = 2**31 - 1
 #: that name (`take`). A verb that gains an option adds it here (a test compares this
 #: table with the verbs' signatures).
 VERB_OPTIONS: dict[str, tuple[str, ...]] = {
-    "dispatch": ("id", "queue", "priority", "timeout"),
+    "dispatch": ("id", "queue", "priority", "timeout", "key", "key_concurrency"),
     "execute": ("id", "timeout"),
     "execute_async": ("id", "timeout"),
 }
@@ -89,6 +89,47 @@ def check_queue(queue: object) -> str:
         InvalidValue: it holds a NUL or a lone surrogate (`check_text`).
     """
     return _name(queue, "queue name", "default")
+
+
+def check_key(key: object) -> str | None:
+    """*key* (or None), checked like a queue name: what runs that must not run
+    together share (``key_concurrency``), or that coalesce (``debounce``)."""
+    return None if key is None else _name(key, "key", "customer-42")
+
+
+def check_key_limit(value: object, key: str | None) -> int | None:
+    """*value*, checked to be None or a positive int: how many runs of *key* may run
+    at once (a limit needs a key)."""
+    if value is None:
+        return None
+    if key is None:
+        raise ValueError(
+            "key_concurrency= limits the runs that share a key: give key= too, like "
+            "dispatch(fn, ..., key='customer-42', key_concurrency=1)."
+        )
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"key_concurrency= must be a positive int (runs at once), not {value!r}.")
+    if not 1 <= value <= PRIORITY_MAX:
+        raise ValueError(
+            f"key_concurrency= must be from 1 to {PRIORITY_MAX}, not {value}: a limit of 0 "
+            "would never run anything. Leave it out for no limit."
+        )
+    return value
+
+
+def check_debounce(debounce: object, key: str | None) -> float | None:
+    """*debounce* in seconds (a timedelta or a number), or None; it needs a key."""
+    window = seconds(debounce, "debounce=")
+    if window is None:
+        return None
+    if window <= 0:
+        raise ValueError(f"debounce= must be a positive duration, not {debounce!r}.")
+    if key is None:
+        raise ValueError(
+            "debounce= coalesces the dispatches that share a key: give key= too, like "
+            "dispatch(fn, ..., key='customer-42', debounce=timedelta(seconds=5))."
+        )
+    return window
 
 
 def check_priority(priority: object) -> int:

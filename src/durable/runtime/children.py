@@ -18,7 +18,13 @@ from durable.core.functions import Call
 from durable.core.hashing import call_hash
 from durable.core.records import Step, StepKind, StepStatus
 from durable.core.replay import describe
-from durable.core.run_options import check_priority, check_queue, check_timeout
+from durable.core.run_options import (
+    check_key,
+    check_key_limit,
+    check_priority,
+    check_queue,
+    check_timeout,
+)
 from durable.errors import (
     Cancelled,
     IdempotencyConflict,
@@ -116,12 +122,19 @@ def _changed_under(context: RunContext, pending: Pending) -> BaseException:
 
 
 def dispatch(
-    context: RunContext, call: Call[Any], *, queue: str, priority: int, timeout: object = None
+    context: RunContext,
+    call: Call[Any],
+    *,
+    queue: str = "default",
+    priority: int = 0,
+    timeout: object = None,
+    key: str | None = None,
+    key_concurrency: int | None = None,
 ) -> str:
     """Start *call* as a queued child run; record and return its id.
 
-    *timeout* sets the child's deadline when it is created; it is not part of the
-    recorded call (changing it does not change which call this is).
+    *timeout*, *key* and *key_concurrency* are set on the child when it is created; they
+    are not part of the recorded call (changing them does not change which call this is).
 
     Raises:
         TypeError, ValueError: *queue*, *priority* or *timeout* is not one a run can
@@ -130,6 +143,8 @@ def dispatch(
     check_queue(queue)
     check_priority(priority)
     check_timeout(timeout)
+    check_key(key)
+    check_key_limit(key_concurrency, key)
     position = context.allocate()
     target = call.target
     digest = call_hash(
@@ -154,6 +169,8 @@ def dispatch(
             queue=queue,
             priority=priority,
             timeout=timeout,
+            key=key,
+            key_concurrency=key_concurrency,
         )
     except IdempotencyConflict as error:
         if _foreign(context, pending):

@@ -122,6 +122,8 @@ class Engine(Host):
         priority: int = 0,
         parent_id: str | None = None,
         timeout: object = None,
+        key: str | None = None,
+        key_concurrency: int | None = None,
     ) -> Run:
         """Queue *call* as a run for a worker; return it (the existing one for a known id)."""
         run, _ = self.enqueue(
@@ -131,6 +133,8 @@ class Engine(Host):
             priority=priority,
             parent_id=parent_id,
             timeout=timeout,
+            key=key,
+            key_concurrency=key_concurrency,
         )
         return run
 
@@ -143,6 +147,8 @@ class Engine(Host):
         priority: int = 0,
         parent_id: str | None = None,
         timeout: object = None,
+        key: str | None = None,
+        key_concurrency: int | None = None,
     ) -> tuple[Run, bool]:
         """`dispatch_call`, also saying whether this call created the run (False: a run
         with this id and call existed, and is returned)."""
@@ -155,6 +161,8 @@ class Engine(Host):
             queue=queue,
             priority=priority,
             timeout=timeout,
+            key=key,
+            key_concurrency=key_concurrency,
         )
 
     # -- runs that exist ---------------------------------------------------------------

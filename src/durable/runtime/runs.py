@@ -15,7 +15,14 @@ from durable.core.functions import Call, Durable
 from durable.core.hashing import call_hash
 from durable.core.ids import new_run_id
 from durable.core.records import NewRun, Run, RunStatus, StepKind
-from durable.core.run_options import check_priority, check_queue, check_run_id, check_timeout
+from durable.core.run_options import (
+    check_key,
+    check_key_limit,
+    check_priority,
+    check_queue,
+    check_run_id,
+    check_timeout,
+)
 from durable.errors import (
     Cancelled,
     IdempotencyConflict,
@@ -43,6 +50,8 @@ def create(
     queue: str = "default",
     priority: int = 0,
     timeout: object = None,
+    key: str | None = None,
+    key_concurrency: int | None = None,
 ) -> tuple[Run, bool]:
     """Store *call* as a run (RUNNING under *owner*, or QUEUED without one), unless a
     run with *run_id* exists: then return that one, and False.
@@ -50,7 +59,8 @@ def create(
     A *run_id* without a *parent_id* is the user's choice, so it is checked
     (`check_run_id`: never a child's form); with a parent, it is the child's own id.
     The run's deadline is *timeout* (or its workflow's ``@workflow(timeout=...)``)
-    from now; an existing run keeps its own.
+    from now; an existing run keeps its own. *key* and *key_concurrency* are flow
+    control (see `durable.dispatch`).
 
     Raises:
         TypeError, ValueError: the id, queue, priority or timeout is not one a run can
@@ -64,6 +74,8 @@ def create(
         check_run_id(run_id)
     check_queue(queue)
     check_priority(priority)
+    check_key(key)
+    check_key_limit(key_concurrency, key)
     target = call.target
     limit = check_timeout(timeout)
     if limit is None and target.kind is StepKind.WORKFLOW:
@@ -88,6 +100,8 @@ def create(
         queue=queue,
         priority=priority,
         timeout=limit,
+        key=key,
+        key_limit=key_concurrency,
     )
     run, created = host.backend.create_run(new)
     if not created and parent_id is not None and run.parent_id != parent_id:

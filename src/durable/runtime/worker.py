@@ -22,6 +22,7 @@ another worker picks it up at once. Nothing is lost either way.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ from durable.errors import ConfigurationError, StorageError
 from . import owners, registry, schedules
 from .defaults import get_engine
 from .engine import Engine
+from .limits import HeldBack
 
 log = logging.getLogger("durable.worker")
 
@@ -79,6 +81,8 @@ class Worker:
         self._slots = threading.Condition()
         self._stopping = threading.Event()
         self._turn = 0
+        self._held = HeldBack(self.engine.backend, self.queues)
+        self._retry_in = math.inf  # when a limited queue is worth claiming from again
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="durable-worker")
 
@@ -166,6 +170,7 @@ class Worker:
             try:
                 due_in = min(timers.wake(), ticker.fire())
                 if time.monotonic() >= next_sweep:
+                    self._held.refresh()
                     deferred = self._sweep(free, include_blocked=first_sweep)
                     first_sweep = False
                     # Takeovers held back by isolation are tried again soon.
@@ -187,7 +192,7 @@ class Worker:
                 self._start(run)
             if len(runs) < free:
                 # The queue is empty: wait for news, the next timer, or the next poll.
-                watch.wait(min(self.poll, due_in))
+                watch.wait(min(self.poll, due_in, self._retry_in))
 
     def _declare(self) -> None:
         """Store the schedules declared with the code this worker runs (a deploy that
@@ -208,14 +213,18 @@ class Worker:
         names = registry.names()
         claimed: list[Run] = []
         self._turn = (self._turn + 1) % len(self.queues)
+        self._retry_in = math.inf
         for queue in self.queues[self._turn :] + self.queues[: self._turn]:
-            claimed += self.engine.backend.claim_next(
+            wanted = free - len(claimed)
+            got = self.engine.backend.claim_next(
                 owner=self.engine.owner,
                 queue=queue,
                 workflows=names,
-                limit=free - len(claimed),
+                limit=wanted,
                 lease=self.engine.lease,
             )
+            claimed += got
+            self._retry_in = min(self._retry_in, self._held.retry_in(queue, wanted, len(got)))
             if len(claimed) == free:
                 break
         return claimed

@@ -195,18 +195,16 @@ class DurableEnv:
     def dispatch(self, target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
         """Start a run (as `durable.dispatch`, with the same run options and the same
         rule for them) and run it until it finishes or waits."""
-        call, id, queue, priority, timeout = dispatch_parts(target, args, kwargs)
-        run = self.engine.dispatch_call(
-            call, run_id=id, queue=queue, priority=priority, timeout=timeout
-        )
+        call, id, options = dispatch_parts(target, args, kwargs)
+        run = self.engine.dispatch_call(call, run_id=id, **options)
         self.drain()
         return Handle(self.engine, run.id)
 
     def execute(self, target: Durable[..., R] | Call[R], /, *args: Any, **kwargs: Any) -> R:
         """Run a workflow or task to its outcome, jumping over its timers (takes the
         options of `dispatch`)."""
-        call, id, queue, priority, timeout = dispatch_parts(target, args, kwargs, "execute")
-        handle = self.dispatch(call, id=id, queue=queue, priority=priority, timeout=timeout)
+        call, id, options = dispatch_parts(target, args, kwargs, "execute")
+        handle = self.dispatch(call, id=id, **options)
         result: R = handle.result()
         return result
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from . import _conformance_control as control
 from . import _conformance_history as history
 from . import _conformance_inspection as inspection
+from . import _conformance_queues as queues
 from . import _conformance_runs as runs
 from . import _conformance_schedules as schedules
 from . import _conformance_search as search
@@ -79,6 +80,11 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     schedules.check_advance_schedule_compare_and_set,
     schedules.check_set_schedule_paused,
     schedules.check_advance_schedule_race,
+    queues.check_queue_round_trip,
+    queues.check_concurrency_holds_across_racing_claimers,
+    queues.check_a_dead_workers_slot_frees_when_its_lease_expires,
+    queues.check_key_limits,
+    queues.check_rate_window,
 )
 
 

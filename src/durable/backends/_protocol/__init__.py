@@ -1,6 +1,6 @@
 """The storage seam: what durable needs from a database, in domain terms.
 
-`Backend` is what a backend implements: six roles, each a Protocol of its own, plus
+`Backend` is what a backend implements: seven roles, each a Protocol of its own, plus
 `close`. The roles split the contracts by concern, for reading and for code that
 needs only one of them:
 
@@ -9,7 +9,8 @@ needs only one of them:
 * `WaitStore` (waits.py): sleeping runs, events, and watching for changes;
 * `InspectionStore` (inspection.py): listing, statistics, retries, actions, purging;
 * `ControlStore` (control.py): cancelling, pausing and resuming runs;
-* `ScheduleStore` (schedules.py): schedules stored, found due, and advanced.
+* `ScheduleStore` (schedules.py): schedules stored, found due, and advanced;
+* `QueueStore` (queues.py): the limits queues declare, and how queues are used.
 
 Every method is atomic. Payloads arrive and leave as opaque bytes. Times are seconds
 since the epoch on the backend's own clock (the database clock on PostgreSQL), which is
@@ -24,6 +25,7 @@ from typing import Protocol
 from .control import ControlStore
 from .history import HistoryStore
 from .inspection import InspectionStore
+from .queues import QueueStore, QueueUsage
 from .runs import RunStore
 from .schedules import ScheduleStore
 from .waits import TIMERS, WaitStore, Watch
@@ -34,6 +36,8 @@ __all__ = [
     "ControlStore",
     "HistoryStore",
     "InspectionStore",
+    "QueueStore",
+    "QueueUsage",
     "RunStore",
     "ScheduleStore",
     "WaitStore",
@@ -42,7 +46,14 @@ __all__ = [
 
 
 class Backend(
-    RunStore, HistoryStore, WaitStore, InspectionStore, ControlStore, ScheduleStore, Protocol
+    RunStore,
+    HistoryStore,
+    WaitStore,
+    InspectionStore,
+    ControlStore,
+    ScheduleStore,
+    QueueStore,
+    Protocol,
 ):
     """Where runs and their histories live: every role of the storage seam."""
 

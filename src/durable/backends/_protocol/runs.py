@@ -53,7 +53,8 @@ class RunStore(Protocol):
         The claim bumps the epoch, so every write of the previous owner is fenced off
         from then on, and of concurrent claims at one epoch at most one succeeds.
         Taking over a RUNNING run counts one more recovery; a run first started gets
-        ``started_at``.
+        ``started_at``. The limits of the run's queue hold as for `claim_next`
+        (`durable.core.queues.admits`): a run they do not admit is not claimed.
 
         Returns:
             The run as now stored, or None if someone else changed it first.
@@ -73,6 +74,13 @@ class RunStore(Protocol):
 
         Highest priority first, then oldest. Each becomes RUNNING at the next epoch,
         leased to *owner*. Concurrent callers never claim the same run.
+
+        The limits *queue* declares (`QueueStore.put_queue`) hold across concurrent
+        callers: at most ``concurrency`` of its runs RUNNING on an unexpired lease; at
+        most a key's limit (the run's ``key_limit``, else the queue's
+        ``key_concurrency``) of the runs sharing its ``key``; no more first starts than
+        its rate allows (`durable.core.queues.choose` is the rule). A run that no
+        limit admits stays QUEUED, and the runs behind it may be claimed.
         """
         ...
 

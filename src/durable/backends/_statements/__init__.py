@@ -4,8 +4,8 @@
 time the backend (`durable.backends.sql`) sends the compiled text straight to the
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
-serve, one module each: runs.py, history.py, waits.py, inspection.py, control.py and
-schedules.py, on the shared pieces of base.py. Every write is a single statement, so
+serve, one module each: runs.py, history.py, waits.py, inspection.py, control.py,
+schedules.py and queues.py, on the shared pieces of base.py. Every write is a single statement, so
 each is its own short transaction:
 
 * recording a step is one ``INSERT ... SELECT ... WHERE EXISTS (run at my epoch)
@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from .control import ControlStatements
 from .history import HistoryStatements
 from .inspection import InspectionStatements
+from .queues import QueueStatements
 from .runs import RunStatements
 from .schedules import ScheduleStatements
 from .waits import WaitStatements
@@ -34,6 +35,7 @@ class Queries(
     InspectionStatements,
     ControlStatements,
     ScheduleStatements,
+    QueueStatements,
 ):
     """Every statement the backend runs, compiled for one dialect: one attribute each."""
 
@@ -45,3 +47,4 @@ class Queries(
         self._define_inspection()
         self._define_control()
         self._define_schedules()
+        self._define_queues()

@@ -4,8 +4,8 @@ It is the reference implementation of the Backend contracts and what unit tests 
 on. It keeps nothing across processes. Its clock is injectable, so a virtual clock can
 drive lease expiry in tests. The class is assembled from one mixin per role of the
 storage seam: runs and leases (_runs.py), histories (_history.py), waits (_waits.py),
-cancelling and pausing (_control.py), schedules (_schedules.py) and the operator's side
-(_inspection.py), on the shared state of _base.py.
+cancelling and pausing (_control.py), schedules (_schedules.py), queue limits
+(_queues.py) and the operator's side (_inspection.py), on the shared state of _base.py.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from durable.core.clock import SYSTEM_CLOCK, Clock
 from ._control import MemoryControl
 from ._history import MemoryHistory
 from ._inspection import MemoryInspection
+from ._queues import MemoryQueues
 from ._runs import MemoryRuns
 from ._schedules import MemorySchedules
 from ._waits import MemoryWaits
@@ -27,7 +28,13 @@ __all__ = ["MemoryBackend"]
 
 
 class MemoryBackend(
-    MemoryRuns, MemoryHistory, MemoryWaits, MemoryInspection, MemoryControl, MemorySchedules
+    MemoryRuns,
+    MemoryHistory,
+    MemoryWaits,
+    MemoryInspection,
+    MemoryControl,
+    MemorySchedules,
+    MemoryQueues,
 ):
     """An in-process backend for tests and demos. Nothing survives the process."""
 
@@ -41,6 +48,8 @@ class MemoryBackend(
         self._actions = []
         self._attempts = []
         self._schedules = {}
+        self._queues = {}
+        self._rate_logs = {}
         self._closed = False
         self._hub = Hub()
 

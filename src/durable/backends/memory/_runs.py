@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from durable.core.queues import Queue
 from durable.core.records import NewRun, Run, RunStatus, Step, StepStatus
 from durable.core.run_options import claim_order
 
@@ -20,6 +21,10 @@ class MemoryRuns(MemoryBase):
 
     _wake: Callable[[str | None, str | None], list[str]]
     _record: Callable[[Step, int], tuple[Step, int]]
+    #: from `MemoryQueues`: what a queue's limits let a claim take.
+    _limits: Callable[[str, list[Run], int, float], list[Run]]
+    _admitted: Callable[[Run, float], bool]
+    _queues: dict[str, Queue]
 
     def create_run(self, new: NewRun) -> tuple[Run, bool]:
         """See `RunStore.create_run`."""
@@ -50,9 +55,13 @@ class MemoryRuns(MemoryBase):
                 priority=new.priority,
                 started_at=now if owned else None,
                 deadline_at=None if new.timeout is None else now + new.timeout,
+                key=new.key,
+                key_limit=new.key_limit,
             )
             self._runs[new.id] = run
             self._history[new.id] = {}
+            if new.key_limit is not None and new.queue not in self._queues:
+                self._queues[new.queue] = Queue(name=new.queue)  # as SQL's ensure_queue
         if not owned:
             self._hub.notify(f"queue:{new.queue}")
         return run, True
@@ -113,9 +122,13 @@ class MemoryRuns(MemoryBase):
                 dead = dead_owner is not None and run.lease_owner == dead_owner
                 if not (expired or dead or self._hung(run.id, now)):
                     return None
+                if not self._admitted(run, now):
+                    return None
                 return self._claim(run, owner, lease, now, run.recoveries + 1)
             due = run.status is RunStatus.WAITING and run.wake_at is not None and run.wake_at <= now
-            if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due:
+            if (run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due) and self._admitted(
+                run, now
+            ):
                 return self._claim(run, owner, lease, now, run.recoveries)
             return None
 
@@ -170,7 +183,8 @@ class MemoryRuns(MemoryBase):
             ]
             ready.sort(key=claim_order)
             now = self.now()
-            return [self._claim(run, owner, lease, now, run.recoveries) for run in ready[:limit]]
+            chosen = self._limits(queue, ready, limit, now)
+            return [self._claim(run, owner, lease, now, run.recoveries) for run in chosen]
 
     def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
         """See `RunStore.queued_workflows`."""

@@ -2,8 +2,9 @@
 
 The class is assembled from one mixin per role of the storage seam: runs and leases
 (_runs.py), histories (_history.py), waits (_waits.py), cancelling and pausing
-(_control.py), schedules (_schedules.py) and the operator's side (_inspection.py), on
-the shared plumbing of _base.py. This module opens the database:
+(_control.py), schedules (_schedules.py), queue limits (_queues.py) and the
+operator's side (_inspection.py), on the shared plumbing of _base.py. This module opens
+the database:
 it reads the URL, picks the dialect, compiles the statements (`_statements`, once per
 dialect), sets up the connections (`_connections.py`) and group commit (`_group.py`),
 and migrates the schema. At run time the mixins send the compiled statements straight
@@ -22,7 +23,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, make_url
 
-from durable.backends import _schema
+from durable.backends import _migrations
 from durable.backends._connections import (
     Connections,
     postgres_opener,
@@ -39,6 +40,7 @@ from durable.errors import ConfigurationError
 from ._control import SQLControl
 from ._history import SQLHistory
 from ._inspection import SQLInspection
+from ._queues import SQLQueues
 from ._runs import SQLRuns
 from ._schedules import SQLSchedules
 from ._waits import SQLWaits
@@ -46,7 +48,7 @@ from ._waits import SQLWaits
 __all__ = ["SQLBackend"]
 
 
-class SQLBackend(SQLRuns, SQLHistory, SQLWaits, SQLInspection, SQLControl, SQLSchedules):
+class SQLBackend(SQLRuns, SQLHistory, SQLWaits, SQLInspection, SQLControl, SQLSchedules, SQLQueues):
     """A backend on SQLite or PostgreSQL.
 
     Args:
@@ -102,6 +104,7 @@ class SQLBackend(SQLRuns, SQLHistory, SQLWaits, SQLInspection, SQLControl, SQLSc
         self._listener_lock = threading.Lock()
         # SQLite takes lists as JSON arrays (json_each); psycopg adapts Python lists.
         self._names = json.dumps if kind == "sqlite" else list
+        self._limited, self._unlimited_until, self._with_rows = set(), {}, set()
         try:
             self._migrate()
         except BaseException:
@@ -112,7 +115,8 @@ class SQLBackend(SQLRuns, SQLHistory, SQLWaits, SQLInspection, SQLControl, SQLSc
 
     def _migrate(self) -> None:
         self._db.run(
-            "Creating the schema", lambda conn, _: _schema.migrate(conn, self._db, self._dialect)
+            "Creating the schema",
+            lambda conn, _: _migrations.migrate(conn, self._db, self._dialect),
         )
 
     def close(self) -> None:

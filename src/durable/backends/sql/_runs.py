@@ -30,6 +30,12 @@ class SQLRuns(SQLBase):
     _outcomes: GroupCommit
     _wake_parents: Callable[[Session, Rows], Rows]
     _record_in: Callable[[Session, Step, int], tuple[Step, int] | None]
+    #: from `SQLQueues`: claims that respect a queue's limits.
+    _limited: set[str]
+    _declares: Callable[[str], bool]
+    _ensure_queue: Callable[[Session, str], None]
+    _claim_limited: Callable[..., list[Run] | None]
+    _claim_run_limited: Callable[[str, dict[str, Any], Session], Run | None]
 
     def now(self) -> float:
         """See `RunStore.now`."""
@@ -57,8 +63,15 @@ class SQLRuns(SQLBase):
             "priority": new.priority,
             "owned": int(owned),
             "timeout": new.timeout,
+            "key": new.key,
+            "key_limit": new.key_limit,
         }
         statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
+        if new.key_limit is not None:  # its queue's claims must take the locked way
+            self._db.run(
+                f"Declaring queue {new.queue!r}",
+                lambda conn, _: self._ensure_queue(conn, new.queue),
+            )
 
         while True:
             # A run created for its owner (execute) skips its own fsync on SQLite:
@@ -93,6 +106,8 @@ class SQLRuns(SQLBase):
                     priority=new.priority,
                     started_at=created_at if owned else None,
                     deadline_at=deadline_at,
+                    key=new.key,
+                    key_limit=new.key_limit,
                 )
                 return run, True
             existing = self.get_run(new.id)
@@ -265,7 +280,9 @@ class SQLRuns(SQLBase):
                 current = self._execute(conn, self._sql.get_run, {"id": run_id}).fetchone()
                 if current is not None and current[7] == epoch + 1 and current[8] == owner:
                     return _rows.run(current)
-            return None
+            # Refused: not claimable, or its queue declares limits (the locked way).
+            with self._db.transaction(conn):
+                return self._claim_run_limited(run_id, values, conn)
 
         return self._db.run(f"Claiming run {run_id!r}", body)
 
@@ -288,6 +305,13 @@ class SQLRuns(SQLBase):
         lease: float,
     ) -> Sequence[Run]:
         """See `RunStore.claim_next`."""
+        if queue in self._limited:
+            limited = self._claim_limited(
+                owner=owner, queue=queue, workflows=workflows, limit=limit, lease=lease
+            )
+            if limited is not None:
+                return sorted(limited, key=claim_order)
+            self._limited.discard(queue)
         values = {
             "owner": owner,
             "lease": lease,
@@ -303,6 +327,11 @@ class SQLRuns(SQLBase):
                 [] if retried else self._execute(conn, self._sql.claim_next, values).fetchall()
             ),
         )
+        if not rows and self._declares(queue):  # refused by the guard: limits
+            limited = self._claim_limited(
+                owner=owner, queue=queue, workflows=workflows, limit=limit, lease=lease
+            )
+            return sorted(limited or [], key=claim_order)
         # RETURNING comes in the update's scan order, not the subquery's.
         # claim_order: a row with a priority of another type sorts last, not raises.
         return sorted(map(_rows.run, rows), key=claim_order)

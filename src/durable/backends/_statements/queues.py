@@ -1,0 +1,185 @@
+"""The SQL of queue limits (flow control): stored, and enforced in the claim.
+
+A claim of a queue that declares limits is a transaction of its own (see
+`sql/_queues.py`): it locks the queue's row (``FOR UPDATE`` on PostgreSQL; SQLite's
+``BEGIN IMMEDIATE`` holds the one write lock already), counts the queue's runs that
+hold a slot, and runs ``claim_limited``, whose candidates pass the per-key rule and the
+rate's cap on first starts inside the statement. Every claimer of that queue, on every
+machine, waits for the lock, so each counts what the one before it claimed.
+
+Claims of a queue that declares nothing stay one statement, guarded by ``NOT EXISTS``
+its row (`RunStatements.claim_next`): a claim that sees the row goes the locked way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from durable.backends._schema import queues, runs
+
+from .base import QUEUED, RUNNING, Compiler, bind
+
+_ONE: Any = sa.literal_column("1")
+_ZERO: Any = sa.literal_column("0")
+
+
+class QueueStatements(Compiler):
+    """The statements of `QueueStore` and limited claims (`_define_queues`)."""
+
+    def _define_queues(self) -> None:
+        q, r, now = queues.c, runs.c, self._now
+        name = bind("name", q.name)
+        limits = (q.name, q.concurrency, q.key_concurrency, q.rate, q.per, q.rate_log)
+        self.get_queue = self.compile(sa.select(*limits).where(q.name == name))
+        lock = sa.select(*limits).where(q.name == name)
+        self.lock_queue = self.compile(lock.with_for_update() if self.postgres else lock)
+        by_name = sa.collate(q.name, "C") if self.postgres else q.name
+        self.list_queues = self.compile(sa.select(*limits).order_by(by_name))
+        written = {
+            c: bind(c, q[c]) for c in ("name", "concurrency", "key_concurrency", "rate", "per")
+        }
+        insert = self._insert(queues).values(**written, rate_log=sa.null(), updated_at=now)
+        self.put_queue = self.compile(
+            insert.on_conflict_do_update(
+                index_elements=[q.name],
+                set_={c: insert.excluded[c] for c in (*written, "updated_at") if c != "name"},
+            ).returning(*limits)
+        )
+        # A run dispatched with its own key limit needs its queue's row, so that claims
+        # of that queue take the locked way (a row with no limits).
+        self.ensure_queue = self.compile(
+            self._insert(queues)
+            .values(name=name, updated_at=now)
+            .on_conflict_do_nothing(index_elements=[q.name])
+        )
+        self.set_rate_log = self.compile(
+            sa.update(queues).where(q.name == name).values(rate_log=bind("log", q.rate_log))
+        )
+        # The queue of a run, with its limits, locked: for claim_run.
+        of_run = (
+            sa.select(*limits, r.queue)
+            .select_from(runs.join(queues, q.name == r.queue))
+            .where(r.id == bind("id", r.id))
+        )
+        self.lock_queue_of_run = self.compile(
+            of_run.with_for_update(of=queues) if self.postgres else of_run
+        )
+        live = (r.status == RUNNING, r.lease_until >= bind("at", r.lease_until))
+        self.count_running = self.compile(
+            sa.select(sa.func.count())
+            .select_from(runs)
+            .where(r.queue == bind("queue", r.queue), r.id != bind("id", r.id), *live)
+        )
+        self.count_running_key = self.compile(
+            sa.select(sa.func.count())
+            .select_from(runs)
+            .where(
+                r.queue == bind("queue", r.queue),
+                r.concurrency_key == bind("key", r.concurrency_key),
+                r.id != bind("id", r.id),
+                *live,
+            )
+        )
+        self._define_claim_limited()
+        self._define_usage()
+
+    def _define_claim_limited(self) -> None:
+        """``claim_limited``: `durable.core.queues.choose` in SQL, and the claim."""
+        r, at = runs.c, bind("at", runs.c.updated_at)
+        order = (r.priority.desc(), r.created_at)
+        key_limit = sa.func.coalesce(r.key_limit, bind("key_default", r.key_limit))
+        candidates = (
+            sa.select(
+                r.id,
+                r.priority,
+                r.created_at,
+                r.started_at,
+                r.concurrency_key.label("k"),
+                key_limit.label("bound"),
+                sa.func.row_number()
+                .over(partition_by=r.concurrency_key, order_by=order)
+                .label("rank"),
+            )
+            .where(
+                r.status == QUEUED,
+                r.queue == bind("queue", r.queue),
+                self._in_names(r.workflow, "workflows"),
+            )
+            .subquery("candidates")
+        )
+        c = candidates.c
+        x = runs.alias("x")
+        running_of_key = (
+            sa.select(sa.func.count())
+            .select_from(x)
+            .where(
+                x.c.queue == bind("queue", r.queue),
+                x.c.concurrency_key == c.k,
+                x.c.status == RUNNING,
+                x.c.lease_until >= at,
+            )
+            .scalar_subquery()
+        )
+        first_start: Any = sa.case((c.started_at.is_(None), _ONE), else_=_ZERO)
+        eligible = (
+            sa.select(
+                c.id,
+                c.priority,
+                c.created_at,
+                c.started_at,
+                sa.func.sum(first_start)
+                .over(order_by=(c.priority.desc(), c.created_at), rows=(None, 0))
+                .label("fresh"),
+            )
+            .where(sa.or_(c.k.is_(None), c.bound.is_(None), c.rank + running_of_key <= c.bound))
+            .subquery("eligible")
+        )
+        e = eligible.c
+        chosen = (
+            sa.select(e.id)
+            .where(
+                sa.or_(
+                    e.started_at.is_not(None),
+                    e.fresh <= sa.bindparam("fresh_cap", type_=sa.Integer),
+                )
+            )
+            .order_by(e.priority.desc(), e.created_at)
+            .limit(sa.bindparam("cap", type_=sa.Integer))
+        )
+        self.claim_limited = self.compile(
+            sa.update(runs)
+            .where(r.id.in_(chosen.scalar_subquery()), r.status == QUEUED)
+            .values(
+                status=RUNNING,
+                epoch=r.epoch + sa.literal_column("1"),
+                lease_owner=bind("owner", r.lease_owner),
+                lease_until=at + bind("lease", r.lease_until),
+                updated_at=at,
+                started_at=sa.func.coalesce(r.started_at, at),
+                wake_at=sa.null(),
+                waiting_on=sa.null(),
+            )
+            .returning(*runs.c)
+        )
+
+    def _define_usage(self) -> None:
+        r, now = runs.c, self._now
+        queued: Any = sa.case((r.status == QUEUED, _ONE), else_=_ZERO)
+        running: Any = sa.case((r.status == RUNNING, _ONE), else_=_ZERO)
+        self.queue_usage = self.compile(
+            sa.select(
+                r.queue,
+                sa.func.sum(queued),
+                sa.func.sum(running),
+                sa.func.min(sa.case((r.status == QUEUED, r.created_at))),
+            )
+            .where(sa.or_(r.status == QUEUED, sa.and_(r.status == RUNNING, r.lease_until >= now)))
+            .group_by(r.queue)
+        )
+        self.key_usage = self.compile(
+            sa.select(r.queue, r.concurrency_key, sa.func.count())
+            .where(r.concurrency_key.is_not(None), r.status == RUNNING, r.lease_until >= now)
+            .group_by(r.queue, r.concurrency_key)
+        )

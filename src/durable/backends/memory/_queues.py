@@ -1,0 +1,117 @@
+"""The memory backend's queues: limits by name, and the log of each rate's starts.
+
+A mixin of `MemoryBackend`; `_runs.py` asks `_admitted` and `_limits` when it claims.
+The reference for what `sql/_queues.py` does with SQL.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from durable.backends._protocol.queues import QueueUsage
+from durable.core import queues
+from durable.core.queues import Queue
+from durable.core.records import Run, RunStatus
+
+from ._base import MemoryBase
+
+
+class MemoryQueues(MemoryBase):
+    """`QueueStore` for `MemoryBackend` (see there for the contracts)."""
+
+    _queues: dict[str, Queue]
+    _rate_logs: dict[str, list[float]]
+
+    def put_queue(self, queue: Queue) -> Queue:
+        """See `QueueStore.put_queue`."""
+        with self._lock:
+            self._check_open()
+            self._queues[queue.name] = queue
+            return queue
+
+    def get_queue(self, name: str) -> Queue | None:
+        """See `QueueStore.get_queue`."""
+        with self._lock:
+            self._check_open()
+            return self._queues.get(name)
+
+    def list_queues(self) -> Sequence[Queue]:
+        """See `QueueStore.list_queues`."""
+        with self._lock:
+            self._check_open()
+            return [self._queues[name] for name in sorted(self._queues)]
+
+    def next_start(self, name: str) -> float | None:
+        """See `QueueStore.next_start`."""
+        with self._lock:
+            self._check_open()
+            queue = self._queues.get(name)
+            if queue is None:
+                return None
+            return queues.next_start(queue, self._rate_logs.get(name, []), self.now())
+
+    def queue_usage(self) -> Sequence[QueueUsage]:
+        """See `QueueStore.queue_usage`."""
+        with self._lock:
+            self._check_open()
+            now = self.now()
+            names = set(self._queues)
+            queued: Counter[str] = Counter()
+            running: Counter[str] = Counter()
+            oldest: dict[str, float] = {}
+            keys: dict[str, Counter[str]] = {}
+            for run in self._runs.values():
+                if run.status is RunStatus.QUEUED:
+                    queued[run.queue] += 1
+                    oldest[run.queue] = min(oldest.get(run.queue, run.created_at), run.created_at)
+                elif queues.live(run, now):
+                    running[run.queue] += 1
+                    if run.key is not None:
+                        keys.setdefault(run.queue, Counter())[run.key] += 1
+                else:
+                    continue
+                names.add(run.queue)
+            return [
+                QueueUsage(
+                    name=name,
+                    queued=queued[name],
+                    running=running[name],
+                    oldest_queued_at=oldest.get(name),
+                    keys=dict(keys.get(name, Counter()).most_common(20)),
+                )
+                for name in sorted(names)
+            ]
+
+    # -- for the claims of _runs.py (the lock held) -------------------------------------
+
+    def _running_in(self, queue: str, now: float) -> list[Run]:
+        return [r for r in self._runs.values() if r.queue == queue and queues.live(r, now)]
+
+    def _limits(self, name: str, ready: list[Run], limit: int, now: float) -> list[Run]:
+        """Which of *ready* a claim of queue *name* takes (all, up to *limit*, if it
+        declares no limits); a rate's log notes the first starts."""
+        queue = self._queues.get(name)
+        if queue is None:
+            return ready[:limit]
+        log = self._rate_logs.get(name, [])
+        chosen = queues.choose(queue, ready, self._running_in(name, now), log, now=now, limit=limit)
+        self._started(queue, log, now, chosen)
+        return chosen
+
+    def _admitted(self, run: Run, now: float) -> bool:
+        """Whether the limits of *run*'s queue let it be claimed on its own (noted in
+        the rate's log if so)."""
+        queue = self._queues.get(run.queue)
+        if queue is None:
+            return True
+        log = self._rate_logs.get(run.queue, [])
+        if not queues.admits(queue, run, self._running_in(run.queue, now), log, now):
+            return False
+        self._started(queue, log, now, [run])
+        return True
+
+    def _started(self, queue: Queue, log: list[float], now: float, runs: Sequence[Run]) -> None:
+        if queue.rate is not None:
+            fresh = sum(1 for run in runs if run.started_at is None)
+            self._rate_logs[queue.name] = queues.record(queue, log, now, fresh)
