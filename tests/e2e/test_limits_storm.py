@@ -1,0 +1,157 @@
+"""Flow control under a kill storm (issue 16): three workers, a random one SIGKILLed
+and replaced every second or so, runs in a queue limited to 3 at once and runs of five
+keys limited to 1 each. Rebuilt from what the task bodies wrote when they started and
+ended (a killed body ends at its kill): never more bodies at once than the limit, and
+every run completes. And a rate of 100 starts a second, measured over 1,000 starts
+from the database: never more in any one-second window, and within 5 % of it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import subprocess
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import durable
+from durable.core.queues import make_queue
+from durable.core.records import RunQuery, RunStatus
+from tests.e2e.harness import Children
+from tests.e2e.limits_app import held, quick
+from tests.e2e.test_workers import stop_all
+
+LIMITED, KEYED, RATED = "limited", "keyed", "rated"
+#: Seconds of storm: long enough that every kind of run is killed mid-body.
+STORM = 20.0
+
+
+def start_worker(children: Children, log: Path, *queues: str) -> subprocess.Popen[str]:
+    command = ["-m", "durable", "worker", "tests.e2e.limits_app", "--db", children.url]
+    served = [option for queue in queues for option in ("--queue", queue)]
+    options = ["--concurrency", "8", "--lease", "2", "--log-level", "INFO"]
+    return children.spawn([*command, *served, *options], DURABLE_LIMITS_LOG=str(log))
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals that overlap at one moment."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    most = level = 0
+    for _, step in edges:  # an end sorts before a start at the same moment
+        level += step
+        most = max(most, level)
+    return most
+
+
+def bodies(log: Path, killed: dict[int, float]) -> dict[str, list[tuple[float, float]]]:
+    """Each run's task bodies as (start, end); a body whose worker was killed ends then."""
+    open_bodies: dict[tuple[str, int], float] = {}
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for line in log.read_text().splitlines():
+        what, run_id, pid, at = line.split()
+        if what == "start":
+            open_bodies[run_id, int(pid)] = float(at)
+        else:
+            spans[run_id].append((open_bodies.pop((run_id, int(pid))), float(at)))
+    for (run_id, pid), start in open_bodies.items():
+        assert pid in killed, f"run {run_id}: a body in living worker {pid} never ended"
+        spans[run_id].append((start, killed[pid]))
+    return spans
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize(
+    "url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_limits_hold_through_a_kill_storm(children: Children, url: str, tmp_path: Path) -> None:
+    seed = int(os.environ.get("DURABLE_CHAOS_SEED") or random.randrange(2**32))
+    print(f"DURABLE_CHAOS_SEED={seed}")
+    rng = random.Random(seed)
+    log = tmp_path / "bodies.log"
+    log.touch()
+    with durable.Engine(url) as engine:
+        engine.backend.put_queue(make_queue(LIMITED, concurrency=3))
+        limited = [engine.dispatch_call(held.bind(0.4), queue=LIMITED).id for _ in range(40)]
+        keyed = {
+            engine.dispatch_call(
+                held.bind(0.3), queue=KEYED, key=f"k{i % 5}", key_concurrency=1
+            ).id: f"k{i % 5}"
+            for i in range(40)
+        }
+    workers = [start_worker(children, log, LIMITED, KEYED) for _ in range(3)]
+    killed: dict[int, float] = {}
+    end = time.monotonic() + STORM
+    while time.monotonic() < end:
+        time.sleep(rng.uniform(0.7, 1.5))
+        victim = rng.choice(workers)
+        children.kill(victim)
+        killed[victim.pid] = time.time()
+        workers[workers.index(victim)] = start_worker(children, log, LIMITED, KEYED)
+    with durable.Engine(url) as engine:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            statuses = [engine.backend.get_run(run_id) for run_id in [*limited, *keyed]]
+            if all(run is not None and run.status is RunStatus.COMPLETED for run in statuses):
+                break
+            time.sleep(0.5)
+    stop_all(children, workers)
+    assert len(killed) >= STORM / 2, "the storm must actually have killed workers"
+    assert all(run is not None and run.status is RunStatus.COMPLETED for run in statuses), (
+        "every run completes"
+    )
+    spans = bodies(log, killed)
+    assert most_at_once([span for run in limited for span in spans[run]]) <= 3
+    assert most_at_once([span for run in limited for span in spans[run]]) == 3, (
+        "the limit was reached: the test could have seen it broken"
+    )
+    for key in sorted(set(keyed.values())):
+        mine = [span for run, k in keyed.items() if k == key for span in spans[run]]
+        assert most_at_once(mine) == 1, f"key {key}: more than one run at once"
+    assert most_at_once([span for run in keyed for span in spans[run]]) > 1, (
+        "different keys ran side by side"
+    )
+    interrupted = sum(1 for run in [*limited, *keyed] if len(spans[run]) > 1)
+    assert interrupted > 0, "the storm must have killed some bodies mid-run"
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize(
+    "url", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_rate_holds_over_a_thousand_starts(children: Children, url: str, tmp_path: Path) -> None:
+    rate, starts = 100, 1000
+    with durable.Engine(url) as engine:
+        engine.backend.put_queue(make_queue(RATED, rate=(rate, dt.timedelta(seconds=1))))
+        for _ in range(starts):
+            engine.dispatch_call(quick.bind(), queue=RATED)
+    log = tmp_path / "bodies.log"
+    workers = [start_worker(children, log, RATED) for _ in range(2)]
+    with durable.Engine(url) as engine:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            runs = engine.backend.list_runs(RunQuery(workflow=quick.name), limit=10_000)
+            if sum(1 for run in runs if run.status is RunStatus.COMPLETED) == starts:
+                break
+            time.sleep(0.5)
+    stop_all(children, workers)
+    times = sorted(run.started_at for run in runs if run.started_at is not None)
+    assert len(times) == starts
+    # never above: no window of one second holds more than the rate
+    j = 0
+    for i, first in enumerate(times):
+        while j < len(times) and times[j] < first + 1.0:
+            j += 1
+        assert j - i <= rate, f"{j - i} starts in the second from {first}"
+    # and close to it: starts per whole second, from the first start
+    origin = times[0]
+    per_second = [0] * int(times[-1] - origin)
+    for at in times:
+        second = int(at - origin)
+        if second < len(per_second):
+            per_second[second] += 1
+    mean = sum(per_second) / len(per_second)
+    print(f"starts per second: mean {mean:.1f}, each {per_second}")
+    assert rate * 0.95 <= mean <= rate, per_second
