@@ -143,3 +143,61 @@ def test_a_worker_keeps_a_queue_and_a_key_limit(engine: durable.Engine) -> None:
     assert most["narrow"] == 2, most
     assert most["key-a"] == 1, most
     assert most["wide"] > 2, f"runs without a key are not held back: {most}"
+
+
+# -- debounce -------------------------------------------------------------------------
+
+summed: list[int] = []
+
+
+@workflow
+def summarize(customer: str, version: int) -> int:
+    summed.append(version)
+    return version
+
+
+def test_a_burst_of_a_hundred_dispatches_makes_one_run_with_the_last_arguments() -> None:
+    from durable.testing import DurableEnv
+
+    summed.clear()
+    window = dt.timedelta(seconds=5)
+    with DurableEnv() as env:
+        handles = [
+            env.dispatch(summarize, "c-42", i, key="c-42", debounce=window) for i in range(100)
+        ]
+        other = env.dispatch(summarize, "c-7", -1, key="c-7", debounce=window)
+        assert len({handle.id for handle in handles}) == 1, "every caller's handle is the run"
+        assert other.id != handles[0].id, "another key, another run"
+        assert summed == [], "nothing starts inside the window"
+        env.advance(window)
+        assert handles[0].result() == 99 and other.result() == -1
+        assert sorted(summed) == [-1, 99], "one run per key, with the last arguments"
+        again = env.dispatch(summarize, "c-42", 100, key="c-42", debounce=window)
+        assert again.id != handles[0].id, "after the run started, a new burst is a new run"
+        env.advance(window)
+        assert again.result() == 100
+
+
+def test_each_dispatch_pushes_the_start_but_never_past_ten_windows() -> None:
+    from durable.testing import DurableEnv
+
+    summed.clear()
+    with DurableEnv() as env:
+        first = env.dispatch(summarize, "c", 0, key="c", debounce=10)
+        for i in range(1, 20):
+            env.advance(9)  # each dispatch comes before the window ends: the start moves
+            handle = env.dispatch(summarize, "c", i, key="c", debounce=10)
+            if summed:
+                break
+        assert handle.id != first.id and summed, "a steady stream cannot postpone it forever"
+        assert first.result() == summed[0] and 9 <= summed[0] <= 11, summed
+
+
+def test_debounce_needs_a_key_and_refuses_an_id(engine: durable.Engine) -> None:
+    with pytest.raises(ValueError, match="give key= too"):
+        durable.dispatch(summarize, "c", 1, debounce=5)
+    with pytest.raises(TypeError, match="give no id="):
+        durable.dispatch(summarize, "c", 1, key="c", debounce=5, id="mine")
+    with pytest.raises(ValueError, match="debounce= must be a positive duration"):
+        durable.dispatch(summarize, "c", 1, key="c", debounce=0)
+    assert engine.backend.list_runs(durable.core.records.RunQuery(), limit=10) == []

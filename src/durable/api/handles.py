@@ -105,6 +105,7 @@ def dispatch(
     timeout: dt.timedelta | float | None = None,
     key: str | None = None,
     key_concurrency: int | None = None,
+    debounce: dt.timedelta | float | None = None,
 ) -> Handle[R]: ...
 @overload
 def dispatch(
@@ -117,6 +118,7 @@ def dispatch(
     timeout: dt.timedelta | float | None = None,
     key: str | None = None,
     key_concurrency: int | None = None,
+    debounce: dt.timedelta | float | None = None,
     **kwargs: Any,
 ) -> Handle[R]: ...
 def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
@@ -141,8 +143,14 @@ def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
     queue's ``key_concurrency``, see `durable.queue`). Runs a limit holds back stay
     queued, holding no thread, and the runs behind them go ahead.
 
-    *id*, *queue*, *priority*, *timeout*, *key* and *key_concurrency* are the run's
-    options; every other keyword goes to
+    *debounce* (a timedelta or seconds; needs *key*, no *id*, application code only)
+    coalesces a burst: the first dispatch of a workflow and key makes a run that starts
+    *debounce* after it; each later dispatch before it starts gives it its arguments
+    (the last ones win) and moves its start to *debounce* after itself, but never more
+    than ten windows after the first. Every caller's handle is that run's.
+
+    *id*, *queue*, *priority*, *timeout*, *key*, *key_concurrency* and *debounce* are
+    the run's options; every other keyword goes to
     *fn*. If *fn* has a parameter named like an option, the flat form cannot say which
     is meant and raises TypeError: bind the arguments, ``dispatch(fn.bind(id=...),
     id="run-1")``.

@@ -130,6 +130,7 @@ def dispatch(
     timeout: object = None,
     key: str | None = None,
     key_concurrency: int | None = None,
+    debounce: object = None,
 ) -> str:
     """Start *call* as a queued child run; record and return its id.
 
@@ -143,6 +144,11 @@ def dispatch(
     check_queue(queue)
     check_priority(priority)
     check_timeout(timeout)
+    if debounce is not None:
+        raise TypeError(
+            "debounce= coalesces dispatches from application code; inside a workflow each "
+            "dispatch is its own recorded child. Dispatch the debounced run from a task."
+        )
     check_key(key)
     check_key_limit(key_concurrency, key)
     position = context.allocate()

@@ -124,17 +124,22 @@ class Engine(Host):
         timeout: object = None,
         key: str | None = None,
         key_concurrency: int | None = None,
+        debounce: object = None,
     ) -> Run:
-        """Queue *call* as a run for a worker; return it (the existing one for a known id)."""
-        run, _ = self.enqueue(
+        """Queue *call* as a run for a worker; return it (the existing one for a known
+        id, or the pending debounced one of its key)."""
+        run, _ = runs.create(
+            self,
             call,
-            run_id=run_id,
+            run_id,
+            parent_id,
+            owner=None,
             queue=queue,
             priority=priority,
-            parent_id=parent_id,
             timeout=timeout,
             key=key,
             key_concurrency=key_concurrency,
+            debounce=debounce,
         )
         return run
 

@@ -16,6 +16,7 @@ from durable.core.hashing import call_hash
 from durable.core.ids import new_run_id
 from durable.core.records import NewRun, Run, RunStatus, StepKind
 from durable.core.run_options import (
+    check_debounce,
     check_key,
     check_key_limit,
     check_priority,
@@ -40,6 +41,11 @@ from .stops import RELEASED
 log = logging.getLogger("durable")
 
 
+#: A debounced run starts at most this many windows after the first dispatch it
+#: coalesced, however often it is dispatched again: a steady stream cannot starve it.
+DEBOUNCE_LONGEST = 10
+
+
 def create(
     host: Host,
     call: Call[Any],
@@ -52,6 +58,7 @@ def create(
     timeout: object = None,
     key: str | None = None,
     key_concurrency: int | None = None,
+    debounce: object = None,
 ) -> tuple[Run, bool]:
     """Store *call* as a run (RUNNING under *owner*, or QUEUED without one), unless a
     run with *run_id* exists: then return that one, and False.
@@ -59,8 +66,9 @@ def create(
     A *run_id* without a *parent_id* is the user's choice, so it is checked
     (`check_run_id`: never a child's form); with a parent, it is the child's own id.
     The run's deadline is *timeout* (or its workflow's ``@workflow(timeout=...)``)
-    from now; an existing run keeps its own. *key* and *key_concurrency* are flow
-    control (see `durable.dispatch`).
+    from now; an existing run keeps its own. *key*, *key_concurrency* and *debounce*
+    are flow control (see `durable.dispatch`): with *debounce*, the run is coalesced
+    with the pending one of its workflow and key (`QueueStore.debounce_run`).
 
     Raises:
         TypeError, ValueError: the id, queue, priority or timeout is not one a run can
@@ -76,6 +84,12 @@ def create(
     check_priority(priority)
     check_key(key)
     check_key_limit(key_concurrency, key)
+    window = check_debounce(debounce, key)
+    if window is not None and (run_id is not None or parent_id is not None or owner):
+        raise TypeError(
+            "debounce= lets the dispatches of one key share a run, so it picks the run: "
+            "give no id=, and dispatch from application code, not inside a workflow."
+        )
     target = call.target
     limit = check_timeout(timeout)
     if limit is None and target.kind is StepKind.WORKFLOW:
@@ -103,6 +117,8 @@ def create(
         key=key,
         key_limit=key_concurrency,
     )
+    if window is not None:
+        return host.backend.debounce_run(new, window=window, longest=DEBOUNCE_LONGEST * window)
     run, created = host.backend.create_run(new)
     if not created and parent_id is not None and run.parent_id != parent_id:
         raise IdempotencyConflict(foreign_child(run, parent_id), run_id=run.id)

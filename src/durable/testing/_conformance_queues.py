@@ -147,3 +147,45 @@ def check_rate_window(make: MakeBackend) -> None:
         resumed = _get(backend, "r0")
         assert backend.release_run("r0", resumed.epoch)
         assert _claim(backend) == ["r0"], "a resumed run needs no start from the rate"
+
+
+def check_debounce_coalesces_a_burst(make: MakeBackend) -> None:
+    """debounce_run: racing dispatches of one workflow and key make one WAITING run
+    holding one of their inputs; a later one replaces the input and pushes the start,
+    never past ``longest``; once the run has started, the next dispatch makes a new run."""
+    with _opened(make) as backend:
+
+        def burst(i: int) -> tuple[str, bool]:
+            new = _run(f"d{i:02d}", key="k", input=b"j%d" % i, call_hash=f"v1:{i:02d}")
+            run, created = backend.debounce_run(new, window=30.0, longest=60.0)
+            return run.id, created
+
+        results = _race(8, burst)
+        ids = {run_id for run_id, _ in results}
+        assert len(ids) == 1 and sum(created for _, created in results) == 1, results
+        (run_id,) = ids
+        run = _get(backend, run_id)
+        assert run.status is RunStatus.WAITING and run.started_at is None and run.key == "k"
+        assert run.input in {b"j%d" % i for i in range(8)}
+        first_wake = run.wake_at
+        assert first_wake is not None and run.created_at + 29 < first_wake <= run.created_at + 31
+        time.sleep(0.05)
+        last, created = backend.debounce_run(
+            _run("late", key="k", input=b"jlast", call_hash="v1:99"), window=30.0, longest=30.02
+        )
+        assert (last.id, created) == (run_id, False)
+        assert last.input == b"jlast" and last.call_hash == "v1:99"
+        assert last.wake_at == _get(backend, run_id).wake_at
+        assert last.wake_at is not None
+        assert abs(last.wake_at - (run.created_at + 30.02)) < 1e-6, "capped by longest"
+        other, created = backend.debounce_run(
+            _run("other", key="k2", input=b"j0"), window=30.0, longest=60.0
+        )
+        assert created and other.id == "other", "another key has its own run"
+        # no longer pending (here: cancelled): the next dispatch of its key makes a new run
+        assert backend.claim_run(run_id, owner=OWNER, lease=30, epoch=0) is None, "not due"
+        assert backend.cancel_run(run_id) is not None
+        fresh, created = backend.debounce_run(
+            _run("fresh", key="k", input=b"jnew"), window=SHORT_LEASE, longest=1.0
+        )
+        assert created and fresh.id == "fresh" and fresh.input == b"jnew"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from durable.core.queues import Queue
+from durable.core.records import NewRun, Run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,4 +55,20 @@ class QueueStore(Protocol):
 
     def queue_usage(self) -> Sequence[QueueUsage]:
         """Every queue that has queued or running runs, or declares limits, by name."""
+        ...
+
+    def debounce_run(self, new: NewRun, *, window: float, longest: float) -> tuple[Run, bool]:
+        """Coalesce *new* into the pending debounced run of its workflow and key.
+
+        The pending run is the one a previous call created for ``(new.workflow,
+        new.key)`` that has not started: still WAITING on its timer, never started. If
+        there is one, it takes *new*'s input, call hash, priority and key limit, and its
+        start moves to *window* seconds from now, but never past *longest* seconds after
+        its creation; its id is kept. Otherwise *new* is created under its id, WAITING
+        until *window* seconds from now (``started_at`` None, no owner), and `TIMERS` is
+        notified. Concurrent calls coalesce into one run.
+
+        Returns:
+            The run as now stored, and whether this call created it.
+        """
         ...

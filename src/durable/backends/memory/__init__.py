@@ -50,6 +50,7 @@ class MemoryBackend(
         self._schedules = {}
         self._queues = {}
         self._rate_logs = {}
+        self._debounced = {}
         self._closed = False
         self._hub = Hub()
 

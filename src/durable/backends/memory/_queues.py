@@ -6,13 +6,15 @@ The reference for what `sql/_queues.py` does with SQL.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 
 from durable.backends._protocol.queues import QueueUsage
+from durable.backends._protocol.waits import TIMERS
 from durable.core import queues
 from durable.core.queues import Queue
-from durable.core.records import Run, RunStatus
+from durable.core.records import NewRun, Run, RunStatus
 
 from ._base import MemoryBase
 
@@ -22,6 +24,8 @@ class MemoryQueues(MemoryBase):
 
     _queues: dict[str, Queue]
     _rate_logs: dict[str, list[float]]
+    #: the debounced run of each (workflow, key), pending or not (see `_pending`).
+    _debounced: dict[tuple[str, str], str]
 
     def put_queue(self, queue: Queue) -> Queue:
         """See `QueueStore.put_queue`."""
@@ -83,6 +87,44 @@ class MemoryQueues(MemoryBase):
                 for name in sorted(names)
             ]
 
+    def debounce_run(self, new: NewRun, *, window: float, longest: float) -> tuple[Run, bool]:
+        """See `QueueStore.debounce_run`."""
+        assert new.key is not None, "a debounced run has a key"
+        with self._lock:
+            self._check_open()
+            now = self.now()
+            slot = (new.workflow, new.key)
+            pending = self._runs.get(self._debounced.get(slot, ""))
+            if pending is not None and _pending(pending):
+                latest = min(now + window, pending.created_at + longest)
+                pending = dataclasses.replace(
+                    pending,
+                    input=new.input,
+                    call_hash=new.call_hash,
+                    priority=new.priority,
+                    key_limit=new.key_limit,
+                    wake_at=latest,
+                    updated_at=now,
+                )
+                self._runs[pending.id] = pending
+                return pending, False
+            run = Run(
+                id=new.id, workflow=new.workflow, status=RunStatus.WAITING, input=new.input,
+                call_hash=new.call_hash, output=None, error=None, epoch=0, lease_owner=None,
+                lease_until=None, recoveries=0, parent_id=None, created_at=now,
+                updated_at=now, finished_at=None, queue=new.queue, priority=new.priority,
+                wake_at=now + window,
+                deadline_at=None if new.timeout is None else now + new.timeout,
+                key=new.key, key_limit=new.key_limit,
+            )  # fmt: skip
+            self._runs[run.id] = run
+            self._history[run.id] = {}
+            self._debounced[slot] = run.id
+            if new.key_limit is not None and new.queue not in self._queues:
+                self._queues[new.queue] = Queue(name=new.queue)
+        self._notify([TIMERS])
+        return run, True
+
     # -- for the claims of _runs.py (the lock held) -------------------------------------
 
     def _running_in(self, queue: str, now: float) -> list[Run]:
@@ -115,3 +157,8 @@ class MemoryQueues(MemoryBase):
         if queue.rate is not None:
             fresh = sum(1 for run in runs if run.started_at is None)
             self._rate_logs[queue.name] = queues.record(queue, log, now, fresh)
+
+
+def _pending(run: Run) -> bool:
+    """Whether a debounced run has not started: WAITING on its timer alone, never run."""
+    return run.status is RunStatus.WAITING and run.started_at is None and run.waiting_on is None

@@ -16,7 +16,7 @@ from durable.backends._connections import Session
 from durable.backends._protocol.queues import QueueUsage
 from durable.core import queues
 from durable.core.queues import Queue
-from durable.core.records import Run
+from durable.core.records import NewRun, Run
 
 from ._base import SQLBase
 
@@ -114,6 +114,41 @@ class SQLQueues(SQLBase):
             ]
 
         return self._db.run("Reading queue usage", body)
+
+    def debounce_run(self, new: NewRun, *, window: float, longest: float) -> tuple[Run, bool]:
+        """See `QueueStore.debounce_run`."""
+        values = {
+            "id": new.id,
+            "workflow": new.workflow,
+            "input": new.input,
+            "call_hash": new.call_hash,
+            "queue": new.queue,
+            "priority": new.priority,
+            "window": window,
+            "timeout": new.timeout,
+            "key": new.key,
+            "key_limit": new.key_limit,
+            "longest": longest,
+        }
+        if new.key_limit is not None:
+            self._db.run(
+                f"Declaring queue {new.queue!r}",
+                lambda conn, _: self._ensure_queue(conn, new.queue),
+            )
+
+        def body(session: Session, _retried: bool) -> Sequence[Any]:
+            # Upserting again after a lost commit finds our own run pending: harmless.
+            with self._db.transaction(session):
+                row = self._execute(session, self._sql.debounce, values).fetchone()
+                if row is None:  # the key's last run has started: free the key
+                    self._execute(session, self._sql.undebounce, values)
+                    row = self._execute(session, self._sql.debounce, values).fetchone()
+                return row  # type: ignore[no-any-return]
+
+        row = self._db.run(f"Debouncing a run of {new.workflow!r}", body)
+        self._hub.notify(row[0])
+        run = _rows.run(row[1:])  # after the topic (and before pg_notify's column)
+        return run, run.id == new.id
 
     # -- for _runs.py -----------------------------------------------------------------
 
