@@ -174,6 +174,9 @@ schedules = sa.Table(
     sa.Column("last_run_id", sa.Text),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
+    # Added in version 11: until when a worker that took the schedule due holds it
+    # (others skip it), released when it moves on.
+    sa.Column("held_until", sa.Double),
     # Workers find the schedules that are due, and the next one to come: those that
     # are neither paused nor orphaned, by next_fire_at.
     sa.Index(

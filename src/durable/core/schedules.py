@@ -56,6 +56,19 @@ MAX_CATCH_UP_SCAN = 10_000
 GRACE = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class Advance:
+    """One schedule moved on (`ScheduleStore.advance_schedules`): to *next_fire_at* if
+    its ``next_fire_at`` is still *expected*, recording the last tick fired and its run
+    (None keeps the stored ones)."""
+
+    schedule_id: str
+    expected: float
+    next_fire_at: float
+    last_fire_at: float | None = None
+    last_run_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Schedule:
     """A stored schedule. Times are seconds since the epoch."""

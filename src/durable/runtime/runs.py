@@ -90,33 +90,12 @@ def create(
             "debounce= lets the dispatches of one key share a run, so it picks the run: "
             "give no id=, and dispatch from application code, not inside a workflow."
         )
+    new = prepare(
+        host, call, run_id, parent_id, owner=owner, queue=queue, priority=priority,
+        timeout=timeout, key=key, key_concurrency=key_concurrency,
+    )  # fmt: skip
     target = call.target
-    limit = check_timeout(timeout)
-    if limit is None and target.kind is StepKind.WORKFLOW:
-        limit = target.limits.timeout
-    try:
-        payload = host.dump(
-            {"args": list(call.args), "kwargs": call.kwargs},
-            f"the arguments of {target.kind.value} {target.name!r}",
-        )
-    except SerializationError:
-        _name_bad_argument(host, call)
-        raise
-    digest = call_hash(target.kind, target.name, call.arguments)
-    new = NewRun(
-        id=run_id or new_run_id(),
-        workflow=target.name,
-        input=payload,
-        call_hash=digest,
-        owner=owner,
-        lease=host.lease,
-        parent_id=parent_id,
-        queue=queue,
-        priority=priority,
-        timeout=limit,
-        key=key,
-        key_limit=key_concurrency,
-    )
+    digest = new.call_hash
     if window is not None:
         return host.backend.debounce_run(new, window=window, longest=DEBOUNCE_LONGEST * window)
     run, created = host.backend.create_run(new)
@@ -130,6 +109,55 @@ def create(
             run_id=run.id,
         )
     return run, created
+
+
+def prepare(
+    host: Host,
+    call: Call[Any],
+    run_id: str | None,
+    parent_id: str | None,
+    *,
+    owner: str | None,
+    queue: str,
+    priority: int,
+    timeout: object = None,
+    key: str | None = None,
+    key_concurrency: int | None = None,
+) -> NewRun:
+    """The run `create` stores for *call* (its options already checked): its payload,
+    call hash, id and deadline.
+
+    Raises:
+        ValueError: *timeout* is not a positive duration.
+        SerializationError: an argument cannot be stored.
+    """
+    target = call.target
+    limit = check_timeout(timeout)
+    if limit is None and target.kind is StepKind.WORKFLOW:
+        limit = target.limits.timeout
+    try:
+        payload = host.dump(
+            {"args": list(call.args), "kwargs": call.kwargs},
+            f"the arguments of {target.kind.value} {target.name!r}",
+        )
+    except SerializationError:
+        _name_bad_argument(host, call)
+        raise
+    digest = call_hash(target.kind, target.name, call.arguments)
+    return NewRun(
+        id=run_id or new_run_id(),
+        workflow=target.name,
+        input=payload,
+        call_hash=digest,
+        owner=owner,
+        lease=host.lease,
+        parent_id=parent_id,
+        queue=queue,
+        priority=priority,
+        timeout=limit,
+        key=key,
+        key_limit=key_concurrency,
+    )
 
 
 def foreign_child(run: Run, parent_id: str) -> str:

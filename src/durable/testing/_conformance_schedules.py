@@ -13,10 +13,11 @@ import time
 from typing import Any
 
 from durable.backends import Backend
-from durable.core.schedules import CatchUp, Overlap, Schedule
+from durable.core.records import RunStatus
+from durable.core.schedules import Advance, CatchUp, Overlap, Schedule
 from durable.errors import ScheduleConflict
 
-from ._conformance import FAR, MakeBackend, _opened, _race
+from ._conformance import FAR, SHORT_LEASE, MakeBackend, _expire, _new, _opened, _race
 
 
 def _schedule(schedule_id: str, next_fire_at: float, **fields: Any) -> Schedule:
@@ -226,3 +227,53 @@ def check_advance_schedule_race(make: MakeBackend) -> None:
         stored = _stored(backend, "race")
         assert stored.next_fire_at == tick + 60 + winner, "the winner's next tick"
         assert stored.last_run_id == f"race@{winner}", "the winner's run"
+
+
+def check_held_schedules_are_taken_by_one_worker(make: MakeBackend) -> None:
+    """due_schedules with a hold: racing workers take disjoint schedules; a held one is
+    not due to others until advanced (which releases it) or until the hold ends."""
+    with _opened(make) as backend:
+        before = backend.now() - 1
+        for i in range(30):
+            backend.put_schedule(_schedule(f"h{i:02d}", before))
+        taken = _race(4, lambda i: [s.id for s in backend.due_schedules(limit=10, hold=30.0)])
+        every = [schedule_id for batch in taken for schedule_id in batch]
+        assert len(every) == len(set(every)) == 30, f"disjoint and complete: {taken}"
+        assert backend.due_schedules(limit=50) == [], "held ones are not due to others"
+        first = _stored(backend, "h00")
+        moves = [
+            Advance("h00", first.next_fire_at, first.next_fire_at + 60, first.next_fire_at, "r0"),
+            Advance("h01", first.next_fire_at - 5, first.next_fire_at + 60),  # stale
+            Advance("h02", first.next_fire_at, first.next_fire_at),  # released, not moved
+        ]
+        assert sorted(backend.advance_schedules(moves)) == ["h00", "h02"]
+        assert _stored(backend, "h00").last_run_id == "r0"
+        assert _stored(backend, "h01").next_fire_at == first.next_fire_at, "a stale CAS"
+        assert [s.id for s in backend.due_schedules(limit=50)] == ["h02"], "released"
+        backend.put_schedule(_schedule("short", before))
+        assert [s.id for s in backend.due_schedules(limit=1, hold=SHORT_LEASE)] == ["h02"]
+        assert [s.id for s in backend.due_schedules(limit=5, hold=SHORT_LEASE)] == ["short"]
+        _expire()
+        assert [s.id for s in backend.due_schedules(limit=5)] == ["h02", "short"], "expired"
+
+
+def check_create_runs_makes_each_once(make: MakeBackend) -> None:
+    """create_runs: a batch of queued runs, each created unless its id exists; the ids
+    it created are returned, and racing batches create each run once."""
+    with _opened(make) as backend:
+        backend.create_run(_new("r03", owner=None))
+
+        def batch(i: int) -> list[str]:
+            news = [
+                dataclasses.replace(_new(f"r{j:02d}", owner=None), queue="q") for j in range(10)
+            ]
+            return list(backend.create_runs(news))
+
+        made = _race(3, batch)
+        every = [run_id for one in made for run_id in one]
+        assert sorted(every) == [f"r{j:02d}" for j in range(10) if j != 3], made
+        run = backend.get_run("r05")
+        assert run is not None and run.status is RunStatus.QUEUED and run.queue == "q"
+        existing = backend.get_run("r03")
+        assert existing is not None and existing.queue == "default", "an existing run is kept"
+        assert backend.create_runs([]) == []

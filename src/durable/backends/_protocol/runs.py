@@ -36,6 +36,12 @@ class RunStore(Protocol):
         """
         ...
 
+    def create_runs(self, news: Sequence[NewRun]) -> Sequence[str]:
+        """`create_run` for many QUEUED runs at once (no owner, no key limit; schedules
+        fire their ticks so): each is created unless a run has its id. Returns the ids
+        this call created; ``queue:<name>`` is notified for their queues."""
+        ...
+
     def get_run(self, run_id: str) -> Run | None:
         """Return the run, or None if no run has this id."""
         ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from durable.core.schedules import Schedule
+from durable.core.schedules import Advance, Schedule
 
 
 class ScheduleStore(Protocol):
@@ -43,9 +43,15 @@ class ScheduleStore(Protocol):
         """Delete the schedule (its runs stay). False if there was none."""
         ...
 
-    def due_schedules(self, *, limit: int) -> Sequence[Schedule]:
-        """Up to *limit* schedules that are neither paused nor orphaned and whose
-        ``next_fire_at`` has come (the backend's clock), the most overdue first."""
+    def due_schedules(self, *, limit: int, hold: float | None = None) -> Sequence[Schedule]:
+        """Up to *limit* schedules that are neither paused nor orphaned, whose
+        ``next_fire_at`` has come (the backend's clock) and that no one holds, the most
+        overdue first.
+
+        With *hold*, each one returned is held for *hold* seconds: until then, or until
+        it is advanced (which releases it), no call returns it. Concurrent callers with
+        *hold* get disjoint schedules. A holder that dies lets its hold expire.
+        """
         ...
 
     def next_schedule(self) -> float | None:
@@ -64,11 +70,16 @@ class ScheduleStore(Protocol):
     ) -> bool:
         """Move the schedule on to *next_fire_at*, only if its ``next_fire_at`` is still
         *expected* (compare-and-set), recording the last tick fired and its run (None
-        keeps the stored ones).
+        keeps the stored ones), and release its hold (see `due_schedules`).
 
         Returns:
             True if it moved; False if another worker moved it first, or it is gone.
         """
+        ...
+
+    def advance_schedules(self, moves: Sequence[Advance]) -> Sequence[str]:
+        """`advance_schedule` for many schedules at once (each its own compare-and-set,
+        releasing its hold); return the ids of those that moved."""
         ...
 
     def set_schedule_paused(self, schedule_id: str, paused: bool) -> Schedule | None:

@@ -83,6 +83,27 @@ class RunStatements(Compiler):
         self.create_queued_run = self.compile(
             self._notifying(new_run, self._queue_topic(), r.created_at, r.deadline_at)
         )
+        if self.postgres:
+            columns = [r.id, r.workflow, r.input, r.call_hash, r.queue, r.priority, r.deadline_at]
+            names = ["id", "workflow", "input", "call_hash", "queue", "priority", "timeout"]
+            v = self._unnest(columns, names)
+            many = self._insert(runs).from_select(
+                [
+                    "id", "workflow", "status", "input", "call_hash", "epoch", "recoveries",
+                    "created_at", "updated_at", "queue", "priority", "cancel_requested",
+                    "deadline_at",
+                ],
+                sa.select(
+                    v.c.id, v.c.workflow, QUEUED, v.c.input, v.c.call_hash,
+                    sa.literal_column("0"), sa.literal_column("0"), now, now, v.c.queue,
+                    v.c.priority, sa.literal_column("0"), now + v.c.timeout,
+                ),
+            )  # fmt: skip
+            self.create_queued_runs = self.compile(
+                self._notifying(
+                    many.on_conflict_do_nothing(index_elements=[r.id]), self._queue_topic(), r.id
+                )
+            )
         fenced_unfinished = (
             r.id == bind("id", r.id),
             r.epoch == bind("epoch", r.epoch),

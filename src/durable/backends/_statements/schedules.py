@@ -22,8 +22,9 @@ from durable.backends._schema import schedules
 from .base import Compiler, bind
 
 _NO: Any = sa.literal_column("0")
-#: The database sets these; the rest of a row comes from the Schedule put.
-_STAMPS = ("created_at", "updated_at")
+#: The database sets these; the rest of a row comes from the Schedule put (held_until
+#: is the firing's: a put keeps it).
+_STAMPS = ("created_at", "updated_at", "held_until")
 
 
 class ScheduleStatements(Compiler):
@@ -77,20 +78,53 @@ class ScheduleStatements(Compiler):
                 ),
                 last_run_id=sa.func.coalesce(param("last_run_id", s.last_run_id), s.last_run_id),
                 updated_at=now,
+                held_until=sa.null(),
             )
             .returning(s.id)
         )
+        if self.postgres:
+            columns = [s.id, s.next_fire_at, s.next_fire_at, s.last_fire_at, s.last_run_id]
+            names = ["id", "expected", "next_fire_at", "last_fire_at", "last_run_id"]
+            v = self._unnest(columns, names)
+            self.advance_schedules = self.compile(
+                sa.update(schedules)
+                .where(s.id == v.c.id, s.next_fire_at == v.c.expected)
+                .values(
+                    next_fire_at=v.c.next_fire_at,
+                    last_fire_at=sa.func.coalesce(v.c.last_fire_at, s.last_fire_at),
+                    last_run_id=sa.func.coalesce(v.c.last_run_id, s.last_run_id),
+                    updated_at=now,
+                    held_until=sa.null(),
+                )
+                .returning(s.id)
+            )
 
         # Live schedules (neither paused nor orphaned), through the partial index
         # durable_schedules_due: its condition is written as the index's is.
         live = (s.paused == _NO, s.orphaned == _NO)
         # A clock fixed for the statement, so that the index serves the comparison (see
         # waits.py's wake_due).
-        self.due_schedules = self.compile(
+        free = sa.or_(s.held_until.is_(None), s.held_until < self._statement_now)
+        due = (
             sa.select(*schedules.c)
-            .where(*live, s.next_fire_at <= self._statement_now)
+            .where(*live, s.next_fire_at <= self._statement_now, free)
             .order_by(s.next_fire_at, by_id)
             .limit(sa.bindparam("limit", type_=sa.Integer))
+        )
+        self.due_schedules = self.compile(due)
+        # Taken and held in one statement; on PostgreSQL a row another worker is taking
+        # is skipped, so concurrent workers take disjoint batches.
+        taking = sa.select(s.id).where(*live, s.next_fire_at <= self._statement_now, free)
+        taking = taking.order_by(s.next_fire_at, by_id).limit(
+            sa.bindparam("limit", type_=sa.Integer)
+        )
+        if self.postgres:
+            taking = taking.with_for_update(skip_locked=True)
+        self.hold_due_schedules = self.compile(
+            sa.update(schedules)
+            .where(s.id.in_(taking.scalar_subquery()))
+            .values(held_until=self._statement_now + bind("hold", s.held_until))
+            .returning(*schedules.c)
         )
         earliest = (
             sa.select(s.next_fire_at)

@@ -48,6 +48,7 @@ class MemoryBackend(
         self._actions = []
         self._attempts = []
         self._schedules = {}
+        self._held = {}
         self._queues = {}
         self._rate_logs = {}
         self._debounced = {}

@@ -66,6 +66,10 @@ class MemoryRuns(MemoryBase):
             self._hub.notify(f"queue:{new.queue}")
         return run, True
 
+    def create_runs(self, news: Sequence[NewRun]) -> Sequence[str]:
+        """See `RunStore.create_runs`."""
+        return [new.id for new in news if self.create_run(new)[1]]
+
     def get_run(self, run_id: str) -> Run | None:
         """See `RunStore.get_run`."""
         with self._lock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from durable.core.schedules import Schedule
+from durable.core.schedules import Advance, Schedule
 from durable.errors import ScheduleConflict
 
 from ._base import MemoryBase
@@ -18,6 +18,8 @@ class MemorySchedules(MemoryBase):
     """`ScheduleStore` for `MemoryBackend` (see there for the contracts)."""
 
     _schedules: dict[str, Schedule]
+    #: until when a firing holds a schedule (see `ScheduleStore.due_schedules`).
+    _held: dict[str, float]
 
     def put_schedule(self, schedule: Schedule) -> Schedule:
         """See `ScheduleStore.put_schedule`."""
@@ -58,13 +60,34 @@ class MemorySchedules(MemoryBase):
     def _live(self) -> list[Schedule]:
         return [s for s in self._schedules.values() if not s.paused and not s.orphaned]
 
-    def due_schedules(self, *, limit: int) -> Sequence[Schedule]:
+    def due_schedules(self, *, limit: int, hold: float | None = None) -> Sequence[Schedule]:
         """See `ScheduleStore.due_schedules`."""
         with self._lock:
             self._check_open()
             now = self.now()
-            due = [s for s in self._live() if s.next_fire_at <= now]
-            return sorted(due, key=lambda s: (s.next_fire_at, s.id))[:limit]
+            due = [
+                s
+                for s in self._live()
+                if s.next_fire_at <= now and self._held.get(s.id, now - 1) < now
+            ]
+            taken = sorted(due, key=lambda s: (s.next_fire_at, s.id))[:limit]
+            if hold is not None:
+                self._held.update((s.id, now + hold) for s in taken)
+            return taken
+
+    def advance_schedules(self, moves: Sequence[Advance]) -> Sequence[str]:
+        """See `ScheduleStore.advance_schedules`."""
+        return [
+            move.schedule_id
+            for move in moves
+            if self.advance_schedule(
+                move.schedule_id,
+                expected=move.expected,
+                next_fire_at=move.next_fire_at,
+                last_fire_at=move.last_fire_at,
+                last_run_id=move.last_run_id,
+            )
+        ]
 
     def next_schedule(self) -> float | None:
         """See `ScheduleStore.next_schedule`."""
@@ -88,6 +111,7 @@ class MemorySchedules(MemoryBase):
             schedule = self._schedules.get(schedule_id)
             if schedule is None or schedule.next_fire_at != expected:
                 return False
+            self._held.pop(schedule_id, None)
             self._schedules[schedule_id] = dataclasses.replace(
                 schedule,
                 next_fire_at=next_fire_at,

@@ -1,10 +1,10 @@
 """SQLBackend: the Backend contract on SQLite (stdlib driver) and PostgreSQL (psycopg 3).
 
 The class is assembled from one mixin per role of the storage seam: runs and leases
-(_runs.py), histories (_history.py), waits (_waits.py), cancelling and pausing
-(_control.py), schedules (_schedules.py), queue limits (_queues.py) and the
-operator's side (_inspection.py), on the shared plumbing of _base.py. This module opens
-the database:
+(_runs.py, and their writes of many rows at once in _many.py), histories
+(_history.py), waits (_waits.py), cancelling and pausing (_control.py), schedules
+(_schedules.py), queue limits (_queues.py) and the operator's side (_inspection.py), on
+the shared plumbing of _base.py. This module opens the database:
 it reads the URL, picks the dialect, compiles the statements (`_statements`, once per
 dialect), sets up the connections (`_connections.py`) and group commit (`_group.py`),
 and migrates the schema. At run time the mixins send the compiled statements straight
@@ -40,6 +40,7 @@ from durable.errors import ConfigurationError
 from ._control import SQLControl
 from ._history import SQLHistory
 from ._inspection import SQLInspection
+from ._many import SQLMany
 from ._queues import SQLQueues
 from ._runs import SQLRuns
 from ._schedules import SQLSchedules
@@ -48,7 +49,9 @@ from ._waits import SQLWaits
 __all__ = ["SQLBackend"]
 
 
-class SQLBackend(SQLRuns, SQLHistory, SQLWaits, SQLInspection, SQLControl, SQLSchedules, SQLQueues):
+class SQLBackend(
+    SQLRuns, SQLMany, SQLHistory, SQLWaits, SQLInspection, SQLControl, SQLSchedules, SQLQueues
+):
     """A backend on SQLite or PostgreSQL.
 
     Args:

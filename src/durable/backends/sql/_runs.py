@@ -11,7 +11,7 @@ from typing import Any
 
 from durable.backends import _rows
 from durable.backends._connections import Session
-from durable.backends._group import GroupCommit, Rows, Write, in_one_transaction, one_by_one
+from durable.backends._group import GroupCommit, Rows, Write, one_by_one
 from durable.backends._statements.history import RECORD_ORDER
 from durable.core.records import NewRun, Run, RunStatus, Step
 from durable.core.run_options import claim_order
@@ -231,34 +231,6 @@ class SQLRuns(SQLBase):
             finish.sql, finish.params(values), then, name="Finishing runs"
         )
         return self._finished(run_id, epoch, status, rows, retried)
-
-    def _write_outcomes(self, batch: list[Write]) -> None:
-        """Finish a batch of runs (PostgreSQL): one multi-row statement."""
-        if len(batch) == 1 or any(write.sql != self._sql.finish_run.sql for write in batch):
-            # alone, or with outcomes that record a step: each its own statement
-            in_one_transaction(self._db, "Finishing runs")(batch)
-            return
-        order = self._sql.finish_run.order
-        columns = {
-            f"{name}s": [write.params[order.index(name)] for write in batch]
-            for name in ("id", "epoch", "status", "output", "error", "state")
-        }
-        try:
-            rows = self._db.run(
-                "Finishing runs",
-                lambda conn, _: self._execute(conn, self._sql.finish_many, columns).fetchall(),
-            )
-        except Exception:
-            for write in batch:
-                write.retried = True
-            one_by_one(self._db, "Finishing runs", batch)
-            return
-        self._announce(rows)  # the runs' topics, and their woken parents'
-        topics = {row[0] for row in rows}
-        id_at = order.index("id")
-        for write in batch:
-            topic = f"run:{write.params[id_at]}"
-            write.finish([(topic,)] if topic in topics else [])
 
     def claim_run(
         self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from durable.backends import _rows
-from durable.core.schedules import Schedule
+from durable.core.schedules import Advance, Schedule
 from durable.errors import ScheduleConflict
 
 from ._base import SQLBase
@@ -73,17 +73,57 @@ class SQLSchedules(SQLBase):
         )
         return row is not None
 
-    def due_schedules(self, *, limit: int) -> Sequence[Schedule]:
+    def due_schedules(self, *, limit: int, hold: float | None = None) -> Sequence[Schedule]:
         """See `ScheduleStore.due_schedules`."""
-        return self._db.run(
-            "Reading due schedules",
-            lambda conn, _: [
-                _rows.schedule(row)
-                for row in self._execute(
-                    conn, self._sql.due_schedules, {"limit": max(0, limit)}
-                ).fetchall()
-            ],
-        )
+        values = {"limit": max(0, limit), "hold": hold}
+        statement = self._sql.due_schedules if hold is None else self._sql.hold_due_schedules
+
+        def body(conn: Any, retried: bool) -> list[Schedule]:
+            if retried and hold is not None:
+                return []  # a hold that committed unseen expires; nothing is lost
+            return [
+                _rows.schedule(row) for row in self._execute(conn, statement, values).fetchall()
+            ]
+
+        return self._db.run("Taking due schedules", body)
+
+    def advance_schedules(self, moves: Sequence[Advance]) -> Sequence[str]:
+        """See `ScheduleStore.advance_schedules`: one statement on PostgreSQL, one
+        transaction of compare-and-sets on SQLite."""
+        if not moves:
+            return []
+        if self._sql.postgres:
+            columns = {
+                "ids": [move.schedule_id for move in moves],
+                "expecteds": [move.expected for move in moves],
+                "next_fire_ats": [move.next_fire_at for move in moves],
+                "last_fire_ats": [move.last_fire_at for move in moves],
+                "last_run_ids": [move.last_run_id for move in moves],
+            }
+            rows = self._db.run(
+                "Advancing schedules",
+                lambda conn, _: self._execute(
+                    conn, self._sql.advance_schedules, columns
+                ).fetchall(),
+            )
+            return [row[0] for row in rows]
+
+        def body(session: Any, _retried: bool) -> list[str]:
+            moved = []
+            with self._db.transaction(session):
+                for move in moves:
+                    values = {
+                        "id": move.schedule_id,
+                        "expected": move.expected,
+                        "next_fire_at": move.next_fire_at,
+                        "last_fire_at": move.last_fire_at,
+                        "last_run_id": move.last_run_id,
+                    }
+                    if self._execute(session, self._sql.advance_schedule, values).fetchone():
+                        moved.append(move.schedule_id)
+            return moved
+
+        return self._db.run("Advancing schedules", body)
 
     def next_schedule(self) -> float | None:
         """See `ScheduleStore.next_schedule`."""
