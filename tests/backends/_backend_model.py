@@ -6,6 +6,10 @@ backend as a `Dump`: ids of events become their index in the run's inbox and tim
 become settled facts (a lease is live or expired, a timer due or later), so that
 backends with different clocks and id sequences compare equal when they agree.
 `check_transition` holds the invariants between two consecutive states.
+
+Flow control: the model keeps each queue's declared limits and, for its rate, only how
+many starts its log holds. Rates are an hour long (`PER`), so no start ever leaves the
+window and the log is just a count: its rate's allowance is `rate - count`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from durable.backends import Backend
+from durable.backends._protocol.queues import QueueUsage
+from durable.core.queues import Queue
 from durable.core.records import (
     CANCEL_REQUEST,
     PAUSE_REQUEST,
@@ -42,6 +48,10 @@ FAR = 3600.0
 _EVENT_INPUT = re.compile(rb'j\{"event":(\d+)\}')
 #: The prefix of ``waiting_on`` for a run that any event wakes (a class with on_event).
 ANY_EVENT = "events|"
+#: The period of every rate: no start leaves the window during a test.
+PER = 3600.0
+#: The queues the machine uses, and one it never declares nor creates runs in.
+QUEUE_NAMES = ("default", "mail", "other")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +92,9 @@ class RunView:
     timeout: float | None = None
     #: the properties snapshot its end stored (`Run.state`).
     state: bytes | None = None
+    #: flow control: `Run.key`, `Run.key_limit`.
+    key: str | None = None
+    key_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +114,12 @@ class Dump:
     next_wake: str | None
     #: run -> `state(run_id)`: its latest properties snapshot.
     published: dict[str, tuple[bytes | None] | None]
+    #: `list_queues` (each also `get_queue` by name).
+    queues: tuple[Queue, ...] = ()
+    #: queue -> `next_start`: None (no rate), "now" (0.0) or "later".
+    next_start: dict[str, str | None] = field(default_factory=dict)
+    #: `queue_usage`: (name, queued, running, running per key), the oldest time left out.
+    usage: tuple[tuple[str, int, int, dict[str, int]], ...] = ()
 
 
 #: The hosts `recoverable` is asked about: one with owners (h1:...), one without.
@@ -141,6 +160,8 @@ def _run_view(run: Run, now: float) -> RunView:
         waiting_on=run.waiting_on,
         timeout=None if run.deadline_at is None else round(run.deadline_at - run.created_at, 3),
         state=run.state,
+        key=run.key,
+        key_limit=run.key_limit,
     )
 
 
@@ -198,6 +219,10 @@ def observe(backend: Backend) -> Dump:
         )
         history[run_id] = tuple(_normal_step(s, index) for s in backend.load_history(run_id))
     next_wake = backend.next_wake()
+    declared = tuple(backend.list_queues())
+    for name in QUEUE_NAMES:
+        listed = next((queue for queue in declared if queue.name == name), None)
+        assert backend.get_queue(name) == listed, f"get_queue({name!r}) is not what is listed"
     return Dump(
         runs=runs,
         history=history,
@@ -210,7 +235,19 @@ def observe(backend: Backend) -> Dump:
         },
         next_wake=None if next_wake is None else "due" if next_wake <= 0 else "later",
         published={run_id: backend.state(run_id) for run_id in OBSERVED},
+        queues=declared,
+        next_start={name: _start(backend.next_start(name)) for name in QUEUE_NAMES},
+        usage=tuple(_usage(row) for row in backend.queue_usage()),
     )
+
+
+def _start(seconds: float | None) -> str | None:
+    return None if seconds is None else "now" if seconds == 0.0 else "later"
+
+
+def _usage(row: QueueUsage) -> tuple[str, int, int, dict[str, int]]:
+    assert (row.oldest_queued_at is None) == (row.queued == 0), f"oldest_queued_at of {row}"
+    return row.name, row.queued, row.running, row.keys
 
 
 def describe_difference(expected: Dump, got: Dump) -> list[str]:
@@ -232,7 +269,15 @@ def describe_difference(expected: Dump, got: Dump) -> list[str]:
         lines += _sequence_difference(
             f"inbox of {run_id}", expected.events[run_id], got.events[run_id]
         )
-    for name in ("recoverable", "queued_workflows", "next_wake", "published"):
+    for name in (
+        "recoverable",
+        "queued_workflows",
+        "next_wake",
+        "published",
+        "queues",
+        "next_start",
+        "usage",
+    ):
         a, b = getattr(expected, name), getattr(got, name)
         if a != b:
             lines.append(f"{name}: expected {a!r}, got {b!r}")
@@ -377,6 +422,12 @@ class Model:
     created: dict[str, int] = field(default_factory=dict)
     #: the order of the timers of napping runs (wake_due takes the most overdue first).
     napped: dict[str, int] = field(default_factory=dict)
+    #: the limits each queue declares (a queue without a row has none).
+    queues: dict[str, Queue] = field(default_factory=dict)
+    #: queue -> how many start times its rate's log holds.
+    rate_log: dict[str, int] = field(default_factory=dict)
+    #: (workflow, key) -> the run `debounce_run` last created for it.
+    debounced: dict[tuple[str, str], str] = field(default_factory=dict)
     _clock: itertools.count[int] = field(default_factory=itertools.count)
 
     def next_position(self, run_id: str) -> int:
@@ -410,6 +461,37 @@ class Model:
                 "due" if any(r.wake == "due" for r in waiting) else "later" if waiting else None
             ),
             published={r: self._published(r) for r in OBSERVED},
+            queues=tuple(self.queues[name] for name in sorted(self.queues)),
+            next_start={name: self._next_start(name) for name in QUEUE_NAMES},
+            usage=self._usage(),
+        )
+
+    def _next_start(self, name: str) -> str | None:
+        queue = self.queues.get(name)
+        if queue is None or queue.rate is None:
+            return None
+        return "now" if self._allowed(queue) > 0 else "later"
+
+    def _usage(self) -> tuple[tuple[str, int, int, dict[str, int]], ...]:
+        """`queue_usage`: queues with QUEUED or live RUNNING runs, or a row."""
+        names = set(self.queues)
+        queued: dict[str, int] = {}
+        running: dict[str, int] = {}
+        keys: dict[str, dict[str, int]] = {}
+        for run_id, run in self.runs.items():
+            if run.status is RunStatus.QUEUED:
+                queued[run.queue] = queued.get(run.queue, 0) + 1
+            elif self._live(run_id):
+                running[run.queue] = running.get(run.queue, 0) + 1
+                if run.key is not None:
+                    held = keys.setdefault(run.queue, {})
+                    held[run.key] = held.get(run.key, 0) + 1
+            else:
+                continue
+            names.add(run.queue)
+        return tuple(
+            (name, queued.get(name, 0), running.get(name, 0), keys.get(name, {}))
+            for name in sorted(names)
         )
 
     def _published(self, run_id: str) -> tuple[bytes | None] | None:
@@ -444,7 +526,9 @@ class Model:
     # -- runs -------------------------------------------------------------------------
 
     def create(self, new: NewRun) -> tuple[RunView | None, bool]:
-        """`Backend.create_run`."""
+        """`Backend.create_run`: a key limit gives the queue a row first, even when the
+        id is known."""
+        self._ensure_queue(new)
         existing = self.runs.get(new.id)
         if existing is not None:
             return existing, False
@@ -464,11 +548,17 @@ class Model:
             cancel=False,
             started=owned,
             timeout=new.timeout,
+            key=new.key,
+            key_limit=new.key_limit,
         )
+        self._add(new, run)
+        return run, True
+
+    def _add(self, new: NewRun, run: RunView) -> None:
+        """A run created (its queue's row: `_ensure_queue`, before)."""
         self.runs[new.id] = run
         self.history[new.id] = {}
         self.created[new.id] = next(self._clock)
-        return run, True
 
     def _claim(self, run_id: str, owner: str, *, takeover: bool) -> RunView:
         run = self.runs[run_id]
@@ -499,7 +589,135 @@ class Model:
             ),
             key=lambda run_id: (-self.runs[run_id].priority, self.created[run_id]),
         )
-        return [(run_id, self._claim(run_id, owner, takeover=False)) for run_id in ready[:limit]]
+        limits = self.queues.get(queue)
+        chosen = ready[:limit] if limits is None else self._choose(limits, ready, limit)
+        return [(run_id, self._claim(run_id, owner, takeover=False)) for run_id in chosen]
+
+    # -- flow control (see durable.core.queues: choose, admits, allowed, record) --------
+
+    def _live(self, run_id: str) -> bool:
+        """Whether the run holds a slot of its queue: RUNNING on a live lease."""
+        run = self.runs[run_id]
+        return run.status is RunStatus.RUNNING and run.lease == "live"
+
+    def _allowed(self, queue: Queue) -> int:
+        """How many first starts the queue's rate allows now (no start leaves the hour)."""
+        if queue.rate is None:
+            return 1 << 31
+        return max(0, queue.rate - self.rate_log.get(queue.name, 0))
+
+    def _note_starts(self, queue: Queue, fresh: int) -> None:
+        """The rate's log after a claim made *fresh* first starts: kept to `rate`; a
+        claim that starts nothing leaves it as it is."""
+        if queue.rate is not None and fresh:
+            self.rate_log[queue.name] = min(self.rate_log.get(queue.name, 0) + fresh, queue.rate)
+
+    def _choose(self, queue: Queue, ready: list[str], limit: int) -> list[str]:
+        """`choose`: the key rule, then the rate's cap on first starts, then the slots."""
+        running = [i for i, r in self.runs.items() if r.queue == queue.name and self._live(i)]
+        cap = limit if queue.concurrency is None else min(limit, queue.concurrency - len(running))
+        if cap <= 0:
+            return []
+        rank: dict[str, int] = {}
+        eligible: list[str] = []
+        for run_id in ready:
+            run = self.runs[run_id]
+            if run.key is not None:
+                rank[run.key] = rank.get(run.key, 0) + 1
+                held = sum(1 for i in running if self.runs[i].key == run.key)
+                bound = run.key_limit if run.key_limit is not None else queue.key_concurrency
+                if bound is not None and rank[run.key] + held > bound:
+                    continue
+            eligible.append(run_id)
+        room, fresh, chosen = self._allowed(queue), 0, []
+        for run_id in eligible:
+            if not self.runs[run_id].started:
+                fresh += 1
+                if fresh > room:
+                    continue
+            chosen.append(run_id)
+        chosen = chosen[:cap]
+        self._note_starts(queue, sum(1 for i in chosen if not self.runs[i].started))
+        return chosen
+
+    def _admitted(self, run_id: str) -> bool:
+        """`admits`: whether the limits of the run's queue let it be claimed on its own
+        (noted in the rate's log if so)."""
+        run = self.runs[run_id]
+        queue = self.queues.get(run.queue)
+        if queue is None:
+            return True
+        others = [
+            other
+            for i, other in self.runs.items()
+            if i != run_id and other.queue == run.queue and self._live(i)
+        ]
+        if queue.concurrency is not None and len(others) >= queue.concurrency:
+            return False
+        bound = run.key_limit if run.key_limit is not None else queue.key_concurrency
+        mates = sum(1 for other in others if other.key == run.key)
+        if run.key is not None and bound is not None and mates >= bound:
+            return False
+        if not run.started and self._allowed(queue) <= 0:
+            return False
+        self._note_starts(queue, 0 if run.started else 1)
+        return True
+
+    def _ensure_queue(self, new: NewRun) -> None:
+        """A run with a key limit of its own gives its queue a row (no limits)."""
+        if new.key_limit is not None and new.queue not in self.queues:
+            self.queues[new.queue] = Queue(name=new.queue)
+
+    def put_queue(self, queue: Queue) -> Queue:
+        """`Backend.put_queue`: the limits replaced, the rate's log kept."""
+        self.queues[queue.name] = queue
+        return queue
+
+    def debounce_run(self, new: NewRun) -> tuple[RunView, bool]:
+        """`Backend.debounce_run` with a window never over: the pending run of the
+        workflow and key takes *new*'s input, call hash, priority and key limit;
+        without one, *new* is created WAITING (its id must be new)."""
+        assert new.key is not None
+        self._ensure_queue(new)
+        slot = (new.workflow, new.key)
+        pending = self.debounced.get(slot)
+        if pending is not None and self.pending(pending):
+            self.runs[pending] = run = dataclasses.replace(
+                self.runs[pending],
+                input=new.input,
+                call_hash=new.call_hash,
+                priority=new.priority,
+                key_limit=new.key_limit,
+            )
+            return run, False
+        assert new.id not in self.runs, "debounce_run under an id that is taken"
+        run = RunView(
+            workflow=new.workflow,
+            input=new.input,
+            call_hash=new.call_hash,
+            parent=None,
+            queue=new.queue,
+            priority=new.priority,
+            status=RunStatus.WAITING,
+            epoch=0,
+            owner=None,
+            lease=None,
+            recoveries=0,
+            cancel=False,
+            started=False,
+            wake="later",
+            timeout=new.timeout,
+            key=new.key,
+            key_limit=new.key_limit,
+        )
+        self._add(new, run)
+        self.debounced[slot] = new.id
+        return run, True
+
+    def pending(self, run_id: str) -> bool:
+        """Whether a debounced run has not started: WAITING on its timer alone."""
+        run = self.runs[run_id]
+        return run.status is RunStatus.WAITING and not run.started and run.waiting_on is None
 
     def claim_run(
         self, run_id: str, owner: str, epoch: int, dead_owner: str | None
@@ -510,11 +728,11 @@ class Model:
             return None
         if run.status is RunStatus.RUNNING:
             dead = dead_owner is not None and run.owner == dead_owner
-            if run.lease == "expired" or dead or self._hung(run_id):
+            if (run.lease == "expired" or dead or self._hung(run_id)) and self._admitted(run_id):
                 return self._claim(run_id, owner, takeover=True)
             return None
         due = run.status is RunStatus.WAITING and run.wake == "due"
-        if run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due:
+        if (run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due) and self._admitted(run_id):
             return self._claim(run_id, owner, takeover=False)
         return None
 

@@ -2,11 +2,12 @@
 
 Hypothesis drives random sequences of the `Backend` operations (create, claim, record,
 heartbeat, expire, send, consume, suspend, wake, cancel, pause, resume, park, finish,
-release) through every backend at once and through a small reference model
-(`_backend_model.Model`). Each call must give the model's answer on every backend;
-after each step every backend's observable state (`Dump`) must equal the model's, and
-the invariants of histories, epochs, outcomes and inboxes must hold between
-consecutive states.
+release; and flow control: declare a queue's limits, create runs with a concurrency key
+and a limit of their own, in bursts, debounce) through every backend at once and
+through a small reference model (`_backend_model.Model`). Each call must give the
+model's answer on every backend; after each step every backend's observable state
+(`Dump`) must equal the model's, and the invariants of histories, epochs, outcomes and
+inboxes must hold between consecutive states.
 
 Time. The SQL backends judge leases and timers by the database clock, which a test
 cannot move, so nothing here depends on how fast a step runs:
@@ -17,7 +18,14 @@ cannot move, so nothing here depends on how fast a step runs:
 * a timer is long past (the wait is over at once) or an hour away (never due), except
   in the `nap` rule (at most MAX_NAPS times an example): its timer is NAP seconds
   away, and the rule sleeps past it before anything is observed, so a napping run is
-  due whenever it is looked at.
+  due whenever it is looked at;
+* every rate is per hour (PER) and every debounce window an hour (its longest two):
+  no start leaves a rate's window, and no debounced run comes due.
+
+Flow control. Claims respect the queue's concurrency, each key's limit and the rate's
+allowance of first starts (`Model._choose`, `Model._admitted`), and the dump holds
+`list_queues`, `next_start` and `queue_usage`. Three differences it found between
+memory and SQL are pinned by `test_flow_control_agrees` (memory now does as SQL).
 
 PostgreSQL joins when DURABLE_TEST_POSTGRES_URL is set; DURABLE_REQUIRE_POSTGRES=1
 makes a missing URL a failure, as everywhere in the suite.
@@ -25,6 +33,7 @@ makes a missing URL a failure, as everywhere in the suite.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable
@@ -46,7 +55,8 @@ from hypothesis.stateful import (
 )
 
 from durable.backends import Backend, MemoryBackend
-from durable.core.records import NewRun, RunStatus, Step, StepKind, StepStatus
+from durable.core.queues import Queue
+from durable.core.records import NewRun, Run, RunStatus, Step, StepKind, StepStatus
 from durable.core.run_options import PRIORITY_MAX, PRIORITY_MIN
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 from tests.backends._backend_model import (
@@ -56,6 +66,7 @@ from tests.backends._backend_model import (
     GHOST,
     LEASE,
     PAST,
+    PER,
     RUN_IDS,
     Dump,
     Model,
@@ -76,6 +87,8 @@ STRANGER = "h3:9:z"
 QUEUES = ("default", "mail")
 WORKFLOWS = ("wf.a", "wf.b")
 EVENT_NAMES = ("go", "stop")
+#: Concurrency keys: runs of a key share its limit.
+KEYS = ("k1", "k2")
 #: How far away a napping run's timer is, in seconds. The nap rule sleeps that long.
 NAP = 0.1
 #: Naps per example: each one sleeps NAP seconds.
@@ -241,6 +254,7 @@ class BackendMachine(RuleBasedStateMachine):
         parent_of_r2=st.sampled_from(("r0", "r1", None)),
         queue=st.sampled_from(QUEUES),
         priority=PRIORITY,
+        keys=st.tuples(*[st.sampled_from((None, None, *KEYS))] * 3),
     )
     def family(
         self,
@@ -248,12 +262,38 @@ class BackendMachine(RuleBasedStateMachine):
         parent_of_r2: str | None,
         queue: str,
         priority: int,
+        keys: tuple[str | None, ...] = (None, None, None),
     ) -> MultipleResults[str]:
-        """Three runs to begin with: r0, its child r1, and r2 below one of them or alone."""
-        self._create("r0", owners[0], "default", 1, "wf.a", same_call=True, parent=None)
-        self._create("r1", owners[1], queue, priority, "wf.b", same_call=True, parent="r0")
-        self._create("r2", owners[2], "default", 0, "wf.a", same_call=True, parent=parent_of_r2)
+        """Three runs to begin with: r0, its child r1, and r2 below one of them or alone;
+        each maybe with a concurrency key."""
+        self._create(
+            "r0", owners[0], "default", 1, "wf.a", same_call=True, parent=None, key=keys[0]
+        )
+        self._create(
+            "r1", owners[1], queue, priority, "wf.b", same_call=True, parent="r0", key=keys[1]
+        )
+        self._create(
+            "r2", owners[2], "default", 0, "wf.a", same_call=True, parent=parent_of_r2, key=keys[2]
+        )
         return multiple("r0", "r1", "r2")
+
+    @initialize(
+        declare=st.booleans(),
+        concurrency=st.sampled_from((None, 1, 2)),
+        key_concurrency=st.sampled_from((None, 1)),
+        rate=st.sampled_from((None, 1, 2, 3)),
+    )
+    def limits(
+        self,
+        declare: bool,
+        concurrency: int | None,
+        key_concurrency: int | None,
+        rate: int | None,
+    ) -> None:
+        """Limits on the default queue from the start, in half the examples (before or
+        after the family is created: initialize rules come in any order)."""
+        if declare:
+            self.declare("default", concurrency, key_concurrency, rate)
 
     @rule(
         target=runs,
@@ -265,6 +305,8 @@ class BackendMachine(RuleBasedStateMachine):
         same_call=st.booleans(),
         parent=st.none() | runs,
         timeout=st.none() | st.sampled_from((0.5, 3600.0)),
+        key=st.sampled_from((None, None, *KEYS)),
+        key_limit=st.sampled_from((None, None, 1, 2)),
     )
     def create(
         self,
@@ -277,10 +319,15 @@ class BackendMachine(RuleBasedStateMachine):
         same_call: bool,
         parent: str | None,
         timeout: float | None = None,
+        key: str | None = None,
+        key_limit: int | None = None,
     ) -> MultipleResults[str]:
         """create_run: a new id is created (queued or owned), a known id is returned as is,
         with the parent it was stored with whatever parent the call names (the engine
-        tells a parent's own child from a foreign run at the child's id by it)."""
+        tells a parent's own child from a foreign run at the child's id by it). With a
+        *key*, maybe a limit of its own (its queue gets a row)."""
+        if key is None:
+            key_limit = None
         created = self._create(
             run_id,
             owner,
@@ -290,6 +337,8 @@ class BackendMachine(RuleBasedStateMachine):
             same_call=same_call,
             parent=parent,
             timeout=timeout,
+            key=key,
+            key_limit=key_limit,
         )
         return multiple(run_id) if created else multiple()
 
@@ -304,6 +353,8 @@ class BackendMachine(RuleBasedStateMachine):
         same_call: bool,
         parent: str | None,
         timeout: float | None = None,
+        key: str | None = None,
+        key_limit: int | None = None,
     ) -> bool:
         call = run_id if same_call else "other"
         new = NewRun(
@@ -317,29 +368,133 @@ class BackendMachine(RuleBasedStateMachine):
             queue=queue,
             priority=priority,
             timeout=timeout,
+            key=key,
+            key_limit=key_limit,
         )
         expected = self.model.create(new)
-
-        def create(backend: Backend) -> object:
-            run, created = backend.create_run(new)
-            if created:
-                # claim_next takes the oldest first: keep creation times apart, even on
-                # SQLite, whose clock counts milliseconds.
-                while backend.now() <= run.created_at:
-                    time.sleep(0.001)
-            return view_run(backend, run), created
-
-        self._on_all(f"create_run({new})", expected, create)
+        self._on_all(f"create_run({new})", expected, lambda b: _created(b, b.create_run(new)))
         return expected[1]
+
+    @precondition(lambda self: len(self.model.runs) < len(RUN_IDS))
+    @rule(
+        target=runs,
+        queue=st.sampled_from(QUEUES),
+        plan=st.lists(
+            st.tuples(
+                st.sampled_from((None, *KEYS)),
+                st.sampled_from((None, None, 1, 2)),
+                st.sampled_from((0, 1)),
+            ),
+            min_size=len(RUN_IDS),
+            max_size=len(RUN_IDS),
+        ),
+    )
+    def burst(
+        self, queue: str, plan: list[tuple[str | None, int | None, int]]
+    ) -> MultipleResults[str]:
+        """create_run of every id no run has yet, queued in one queue (a burst for its
+        limits to meet), each maybe with a key (key, key limit, priority by *plan*)."""
+        free = [run_id for run_id in RUN_IDS if run_id not in self.model.runs]
+        for run_id, (key, key_limit, priority) in zip(free, plan[: len(free)], strict=True):
+            self._create(
+                run_id,
+                None,
+                queue,
+                priority,
+                "wf.a",
+                same_call=True,
+                parent=None,
+                key=key,
+                key_limit=None if key is None else key_limit,
+            )
+        return multiple(*free)
+
+    @rule(
+        target=runs,
+        run_id=st.sampled_from(RUN_IDS),
+        queue=st.sampled_from(QUEUES),
+        priority=PRIORITY,
+        workflow=st.sampled_from(WORKFLOWS),
+        key=st.sampled_from(KEYS),
+        key_limit=st.sampled_from((None, None, 1, 2)),
+    )
+    def debounce(
+        self,
+        *,
+        run_id: str,
+        queue: str,
+        priority: int,
+        workflow: str,
+        key: str,
+        key_limit: int | None,
+    ) -> MultipleResults[str]:
+        """debounce_run (a window never over): the pending run of (workflow, key) takes
+        the new input, call hash, priority and key limit; else a new WAITING run is
+        created, under the first id from *run_id* on that no run has."""
+        slot = self.model.debounced.get((workflow, key))
+        coalesced = slot is not None and self.model.pending(slot)
+        free = [i for i in RUN_IDS[RUN_IDS.index(run_id) :] + RUN_IDS if i not in self.model.runs]
+        if not free and not coalesced:
+            return multiple()
+        n = next(self.serial)
+        new = NewRun(
+            id=free[0] if free else GHOST,
+            workflow=workflow,
+            input=b'j["debounced %d"]' % n,
+            call_hash=f"v1:debounced-{n}",
+            owner=None,
+            lease=LEASE,
+            queue=queue,
+            priority=priority,
+            key=key,
+            key_limit=key_limit,
+        )
+        expected = self.model.debounce_run(new)
+        self._on_all(
+            f"debounce_run({new}, window={FAR}, longest={2 * FAR})",
+            expected,
+            lambda b: _created(b, b.debounce_run(new, window=FAR, longest=2 * FAR)),
+        )
+        return multiple(new.id) if expected[1] else multiple()
+
+    @rule(
+        queue=st.sampled_from(QUEUES),
+        concurrency=st.sampled_from((None, 1, 2)),
+        key_concurrency=st.sampled_from((None, 1)),
+        rate=st.sampled_from((None, 1, 2, 3)),
+    )
+    def declare(
+        self, queue: str, concurrency: int | None, key_concurrency: int | None, rate: int | None
+    ) -> None:
+        """put_queue: the queue's limits replaced (its rate's log kept); claims respect
+        them from then on. Every rate is per hour (PER)."""
+        declared = Queue(
+            name=queue,
+            concurrency=concurrency,
+            key_concurrency=key_concurrency,
+            rate=rate,
+            per=None if rate is None else PER,
+        )
+        expected = self.model.put_queue(declared)
+        self._on_all(f"put_queue({declared})", expected, lambda b: b.put_queue(declared))
 
     @rule(
         owner=OWNER,
         queue=st.sampled_from((*QUEUES, "default")),
         workflows=st.sampled_from((WORKFLOWS, WORKFLOWS, WORKFLOWS[:1], WORKFLOWS[1:])),
         limit=st.integers(1, 3),
+        steer=st.booleans(),
     )
-    def claim_next(self, owner: str, queue: str, workflows: tuple[str, ...], limit: int) -> None:
-        """claim_next: the highest priority, then the oldest, queued runs become RUNNING."""
+    def claim_next(
+        self, owner: str, queue: str, workflows: tuple[str, ...], limit: int, steer: bool = False
+    ) -> None:
+        """claim_next: the highest priority, then the oldest, queued runs become RUNNING,
+        as far as the queue's limits let them (see `Model._choose`). Steered to the
+        declared queue with the most queued runs."""
+        if steer and self.model.queues:
+            queued = [r.queue for r in self.model.runs.values() if r.status is RunStatus.QUEUED]
+            queue = max(sorted(self.model.queues), key=queued.count)
+            workflows = WORKFLOWS
         expected = self.model.claim_next(owner, queue, workflows, limit)
         self._on_all(
             f"claim_next(owner={owner!r}, queue={queue!r}, workflows={workflows}, limit={limit})",
@@ -359,7 +514,8 @@ class BackendMachine(RuleBasedStateMachine):
         dead=st.sampled_from(("nobody", "nobody", "the holder", "a stranger")),
     )
     def claim_run(self, run_id: str, owner: str, shift: int, dead: str) -> None:
-        """claim_run: a queued, blocked, due, expired or dead-owned run is taken over."""
+        """claim_run: a queued, blocked, due, expired or dead-owned run is taken over, if
+        its queue's limits admit it (see `Model._admitted`)."""
         epoch = self._epoch(run_id, shift)
         run = self.model.runs.get(run_id)
         dead_owner = {
@@ -842,6 +998,17 @@ class BackendMachine(RuleBasedStateMachine):
         self.fenced = False
 
 
+def _created(backend: Backend, result: tuple[Run, bool]) -> object:
+    """create_run's and debounce_run's answer, as the model writes it."""
+    run, created = result
+    if created:
+        # claim_next takes the oldest first: keep creation times apart, even on SQLite,
+        # whose clock counts milliseconds.
+        while backend.now() <= run.created_at:
+            time.sleep(0.001)
+    return view_run(backend, run), created
+
+
 def _stored(backend: Backend, result: tuple[Step, int] | None) -> object:
     """record's and consume_event's answer, as the model writes it."""
     if result is None:
@@ -1104,3 +1271,105 @@ def test_any_event_waits_end_on_any_event_and_on_the_child(
         r0, r2 = dump.runs["r0"], dump.runs["r2"]
         assert r0 is not None and r2 is not None
         assert (r0.status, r2.status) == (RunStatus.QUEUED, RunStatus.QUEUED), name
+
+
+def test_queue_limits_key_limits_and_a_rate_in_the_claim(
+    open_backends: Callable[[], Backends],
+) -> None:
+    """A queue of two slots, one run per key and two first starts an hour: a claim
+    passes over the second run of a key, takes two first starts and stops; a full queue
+    claims nothing; a freed slot is not a new start; a rate raised lets one more in."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.limits(declare=True, concurrency=2, key_concurrency=1, rate=2),
+        lambda m: m.family(
+            owners=(None, None, None),
+            parent_of_r2=None,
+            queue="default",
+            priority=0,
+            keys=("k1", "k1", None),
+        ),
+        lambda m: m.burst(queue="default", plan=[("k2", None, 0), (None, None, 0)] * 3),
+        lambda m: m.claim_next(owner=OWNERS[0], queue="default", workflows=WORKFLOWS, limit=3),
+        lambda m: m.claim_next(owner=OWNERS[1], queue="default", workflows=WORKFLOWS, limit=3),
+        lambda m: m.finish(run_id="r0", shift=0, status=RunStatus.COMPLETED, with_step=False),
+        lambda m: m.claim_next(owner=OWNERS[1], queue="default", workflows=WORKFLOWS, limit=3),
+        lambda m: m.declare("default", 2, 1, 3),
+        lambda m: m.claim_next(owner=OWNERS[1], queue="default", workflows=WORKFLOWS, limit=3),
+    )
+    for name, dump in dumps.items():
+        status = {run_id: run.status for run_id, run in dump.runs.items() if run is not None}
+        running = sorted(run_id for run_id, s in status.items() if s is RunStatus.RUNNING)
+        assert running == ["r1", "r2"], (name, status)
+        assert dump.next_start["default"] == "later", name
+
+
+# -- differences the machine found between memory and SQL, fixed -----------------------
+
+
+def _new(run_id: str, **fields: object) -> NewRun:
+    return NewRun(
+        id=run_id, workflow="wf.a", input=b"j[1]", call_hash="v1:1", owner=None, lease=LEASE,
+        **fields,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _claim(backend: Backend) -> list[str]:
+    claimed = backend.claim_next(
+        owner=OWNERS[0], queue="default", workflows=WORKFLOWS, limit=3, lease=LEASE
+    )
+    return [run.id for run in claimed]
+
+
+def _lowered_rate(backend: Backend) -> object:
+    """Three starts under a rate of 3; the rate lowered to 1; a claim that starts
+    nothing; the rate raised to 3 again: the hour holds three starts, so none may
+    start. Memory's claim used to trim the log to the lowered rate even when it started
+    nothing; the log is written only when a run starts."""
+    backend.put_queue(Queue(name="default", rate=3, per=PER))
+    for run_id in RUN_IDS[:4]:
+        _created(backend, backend.create_run(_new(run_id)))
+    first = _claim(backend)
+    backend.put_queue(Queue(name="default", rate=1, per=PER))
+    _claim(backend)
+    backend.put_queue(Queue(name="default", rate=3, per=PER))
+    return first, _claim(backend)
+
+
+def _coalesced_key_limit(backend: Backend) -> object:
+    """A debounced run coalesced with a key limit of its own gives its queue a row
+    (claims then enforce the limit); memory used to only when the call created the run,
+    and with one run of the key running its claim took the run past its limit of 1."""
+    backend.debounce_run(_new("r0", key="k1"), window=FAR, longest=2 * FAR)
+    backend.create_run(dataclasses.replace(_new("r1", key="k1"), owner=OWNERS[1]))
+    backend.debounce_run(_new("r2", key="k1", key_limit=1), window=FAR, longest=2 * FAR)
+    backend.cancel_run("r0")  # queued (with the request), never started
+    return backend.get_queue("default"), _claim(backend)
+
+
+def _known_id_with_a_key_limit(backend: Backend) -> object:
+    """create_run of a known id returns the stored run; the named queue gets its row
+    when the call carries a key limit, as SQL writes it before it finds the id taken."""
+    backend.create_run(_new("r0"))
+    backend.create_run(_new("r0", queue="mail", key="k1", key_limit=1))
+    return list(backend.list_queues())
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        (_lowered_rate, (["r0", "r1", "r2"], [])),
+        (_coalesced_key_limit, (Queue(name="default"), [])),
+        (_known_id_with_a_key_limit, [Queue(name="mail")]),
+    ],
+)
+def test_flow_control_agrees(
+    open_backends: Callable[[], Backends], scenario: Callable[[Backend], object], expected: object
+) -> None:
+    """Each backend gives *expected* (SQL's answer) at the end of *scenario*."""
+    backends = open_backends()
+    try:
+        answers = {name: scenario(backend) for name, backend in backends.by_name.items()}
+    finally:
+        backends.close()
+    assert all(got == expected for got in answers.values()), answers

@@ -92,6 +92,7 @@ class MemoryQueues(MemoryBase):
         assert new.key is not None, "a debounced run has a key"
         with self._lock:
             self._check_open()
+            self._ensure_queue(new)
             now = self.now()
             slot = (new.workflow, new.key)
             pending = self._runs.get(self._debounced.get(slot, ""))
@@ -120,12 +121,16 @@ class MemoryQueues(MemoryBase):
             self._runs[run.id] = run
             self._history[run.id] = {}
             self._debounced[slot] = run.id
-            if new.key_limit is not None and new.queue not in self._queues:
-                self._queues[new.queue] = Queue(name=new.queue)
         self._notify([TIMERS])
         return run, True
 
     # -- for the claims of _runs.py (the lock held) -------------------------------------
+
+    def _ensure_queue(self, new: NewRun) -> None:
+        """A run with its own key limit gives its queue a row (as SQL's ensure_queue,
+        which runs before the run is written, whether or not it is)."""
+        if new.key_limit is not None and new.queue not in self._queues:
+            self._queues[new.queue] = Queue(name=new.queue)
 
     def _running_in(self, queue: str, now: float) -> list[Run]:
         return [r for r in self._runs.values() if r.queue == queue and queues.live(r, now)]
@@ -154,8 +159,10 @@ class MemoryQueues(MemoryBase):
         return True
 
     def _started(self, queue: Queue, log: list[float], now: float, runs: Sequence[Run]) -> None:
-        if queue.rate is not None:
-            fresh = sum(1 for run in runs if run.started_at is None)
+        # As SQL: the log is written only when something starts (a claim that starts
+        # nothing leaves it as it is, whatever the rate is now).
+        fresh = sum(1 for run in runs if run.started_at is None)
+        if queue.rate is not None and fresh:
             self._rate_logs[queue.name] = queues.record(queue, log, now, fresh)
 
 

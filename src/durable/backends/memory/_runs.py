@@ -24,12 +24,14 @@ class MemoryRuns(MemoryBase):
     #: from `MemoryQueues`: what a queue's limits let a claim take.
     _limits: Callable[[str, list[Run], int, float], list[Run]]
     _admitted: Callable[[Run, float], bool]
+    _ensure_queue: Callable[[NewRun], None]
     _queues: dict[str, Queue]
 
     def create_run(self, new: NewRun) -> tuple[Run, bool]:
         """See `RunStore.create_run`."""
         with self._lock:
             self._check_open()
+            self._ensure_queue(new)
             existing = self._runs.get(new.id)
             if existing is not None:
                 return existing, False
@@ -60,8 +62,6 @@ class MemoryRuns(MemoryBase):
             )
             self._runs[new.id] = run
             self._history[new.id] = {}
-            if new.key_limit is not None and new.queue not in self._queues:
-                self._queues[new.queue] = Queue(name=new.queue)  # as SQL's ensure_queue
         if not owned:
             self._hub.notify(f"queue:{new.queue}")
         return run, True
