@@ -89,6 +89,15 @@ def test_queue_benchmark_quick(tmp_path: Path) -> None:
         assert line["workflows_per_s"] > 0 and line["pickup_ms"]["p50"] >= 0
 
 
+def test_flow_control_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/flow_control.py --quick drains an unlimited queue, one limited to 16
+    and runs of 1,000 keys limited to 1 each, and reports each limited over unlimited."""
+    for line in run_quick("flow_control.py", "sqlite", tmp_path):
+        assert set(line["runs_per_s"]) == {"unlimited", "limit_16", "keys_1000"}
+        assert all(value > 0 for value in line["runs_per_s"].values())
+        assert set(line["over_unlimited"]) == set(line["meets_target"]) == {"limit_16", "keys_1000"}
+
+
 def test_waits_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/waits.py --quick parks, signals and wakes runs with a worker process."""
     for line in run_quick("waits.py", "sqlite", tmp_path):

@@ -73,6 +73,13 @@ class QueueStatements(Compiler):
             .select_from(runs)
             .where(r.queue == bind("queue", r.queue), r.id != bind("id", r.id), *live)
         )
+        # The clock and the queue's runs on live leases, in one round trip.
+        clock = self._statement_now
+        self.clock_and_running = self.compile(
+            sa.select(clock, sa.func.count())
+            .select_from(runs)
+            .where(r.queue == bind("queue", r.queue), r.status == RUNNING, r.lease_until >= clock)
+        )
         self.count_running_key = self.compile(
             sa.select(sa.func.count())
             .select_from(runs)
@@ -88,11 +95,17 @@ class QueueStatements(Compiler):
         self._define_debounce()
 
     def _define_claim_limited(self) -> None:
-        """``claim_limited``: `durable.core.queues.choose` in SQL, and the claim."""
-        r, at = runs.c, bind("at", runs.c.updated_at)
+        """``claim_limited``: `durable.core.queues.choose` in SQL, and the claim, in one
+        statement: the queue's free slots (``:concurrency`` less its runs on live
+        leases, NULL for no limit) cap it. Its times are the statement's clock, so a
+        run it started for the first time has ``started_at == updated_at``."""
+        r, at = runs.c, self._statement_now
         order = (r.priority.desc(), r.created_at)
         key_limit = sa.func.coalesce(r.key_limit, bind("key_default", r.key_limit))
-        candidates = (
+        # The first :scan queued runs in claim order (through the claim index): every
+        # run of a key ahead of one of them is among them, so its rank is exact. The
+        # backend looks further only when they yield too few.
+        head = (
             sa.select(
                 r.id,
                 r.priority,
@@ -100,17 +113,23 @@ class QueueStatements(Compiler):
                 r.started_at,
                 r.concurrency_key.label("k"),
                 key_limit.label("bound"),
-                sa.func.row_number()
-                .over(partition_by=r.concurrency_key, order_by=order)
-                .label("rank"),
             )
             .where(
                 r.status == QUEUED,
                 r.queue == bind("queue", r.queue),
                 self._in_names(r.workflow, "workflows"),
             )
-            .subquery("candidates")
+            .order_by(*order)
+            .limit(sa.bindparam("scan", type_=sa.Integer))
+            .subquery("head")
         )
+        h = head.c
+        candidates = sa.select(
+            *h,
+            sa.func.row_number()
+            .over(partition_by=h.k, order_by=(h.priority.desc(), h.created_at))
+            .label("rank"),
+        ).subquery("candidates")
         c = candidates.c
         x = runs.alias("x")
         running_of_key = (
@@ -139,6 +158,21 @@ class QueueStatements(Compiler):
             .subquery("eligible")
         )
         e = eligible.c
+        y = runs.alias("y")
+        running = (
+            sa.select(sa.func.count())
+            .select_from(y)
+            .where(
+                y.c.queue == bind("queue", r.queue),
+                y.c.status == RUNNING,
+                y.c.lease_until >= at,
+            )
+            .scalar_subquery()
+        )
+        cap = sa.bindparam("cap", type_=sa.Integer)
+        room = sa.func.coalesce(sa.bindparam("concurrency", type_=sa.Integer) - running, cap)
+        # Never negative: SQLite reads LIMIT -1 as no limit.
+        most = sa.case((room < 0, _ZERO), (room < cap, room), else_=cap)
         chosen = (
             sa.select(e.id)
             .where(
@@ -148,7 +182,7 @@ class QueueStatements(Compiler):
                 )
             )
             .order_by(e.priority.desc(), e.created_at)
-            .limit(sa.bindparam("cap", type_=sa.Integer))
+            .limit(most)
         )
         self.claim_limited = self.compile(
             sa.update(runs)

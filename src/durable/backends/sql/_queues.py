@@ -187,28 +187,36 @@ class SQLQueues(SQLBase):
                 if row is None:
                     return None
                 limits, log = _queue(row), queues.unpack(row[5])
-                now = float(self._execute(session, self._sql.now, {}).fetchone()[0])
-                cap = limit
-                if limits.concurrency is not None:
-                    running = self._count(session, self._sql.count_running, queue, now)
-                    cap = min(cap, limits.concurrency - running)
-                if cap <= 0:
-                    return []
-                values = {
-                    "owner": owner,
-                    "lease": lease,
-                    "at": now,
-                    "queue": queue,
-                    "workflows": names,
-                    "key_default": limits.key_concurrency,
-                    "fresh_cap": queues.allowed(limits, log, now),
-                    "cap": cap,
-                }
-                claimed = self._execute(session, self._sql.claim_limited, values).fetchall()
-                runs = [_rows.run(found) for found in claimed]
-                fresh = sum(1 for run in runs if run.started_at == now)
+                fresh_cap = queues.LIMIT_MAX
+                if limits.rate is not None:
+                    now = float(self._execute(session, self._sql.now, {}).fetchone()[0])
+                    fresh_cap = queues.allowed(limits, log, now)
+                runs: list[Run] = []
+                # The first few queued runs; all of them only when those yield nothing
+                # (keys held back at the whole head of the queue; with no free slot the
+                # statement's LIMIT is 0, and it reads nothing either time).
+                for scan in (4 * limit + 64, queues.LIMIT_MAX):
+                    values = {
+                        "owner": owner,
+                        "lease": lease,
+                        "queue": queue,
+                        "workflows": names,
+                        "key_default": limits.key_concurrency,
+                        "concurrency": limits.concurrency,
+                        "fresh_cap": fresh_cap - _fresh(runs),
+                        "cap": limit - len(runs),
+                        "scan": scan,
+                    }
+                    claimed = self._execute(session, self._sql.claim_limited, values).fetchall()
+                    runs += [_rows.run(found) for found in claimed]
+                    if claimed:
+                        break
+                fresh = _fresh(runs)
                 if limits.rate is not None and fresh:
-                    packed = queues.pack(queues.record(limits, log, now, fresh))
+                    # The starts as stored: the claim statement's clock, not the earlier
+                    # reading (a window judged from that would let a start in early).
+                    started = max(run.updated_at for run in runs)
+                    packed = queues.pack(queues.record(limits, log, started, fresh))
                     self._execute(session, self._sql.set_rate_log, {"name": queue, "log": packed})
                 return runs
 
@@ -242,11 +250,13 @@ class SQLQueues(SQLBase):
         fresh = run.started_at is None
         if fresh and queues.allowed(limits, log, now) <= 0:
             return None
-        claimed = self._execute(session, self._sql.claim_run_unguarded, values).fetchone()
+        row = self._execute(session, self._sql.claim_run_unguarded, values).fetchone()
+        claimed = None if row is None else _rows.run(row)
         if claimed is not None and fresh and limits.rate is not None:
-            packed = queues.pack(queues.record(limits, log, now, 1))
+            started = claimed.started_at if claimed.started_at is not None else now
+            packed = queues.pack(queues.record(limits, log, started, 1))
             self._execute(session, self._sql.set_rate_log, {"name": run.queue, "log": packed})
-        return None if claimed is None else _rows.run(claimed)
+        return claimed
 
     def _count(
         self,
@@ -260,3 +270,9 @@ class SQLQueues(SQLBase):
     ) -> int:
         values = {"queue": queue, "at": now, "id": run_id, "key": key}
         return int(self._execute(session, statement, values).fetchone()[0])
+
+
+def _fresh(runs: Sequence[Run]) -> int:
+    """How many of *runs* the claim started for the first time (its statement sets both
+    times from one clock reading)."""
+    return sum(1 for run in runs if run.started_at == run.updated_at)
