@@ -3,8 +3,8 @@
 Each command group lives in its own module and registers its subcommands: `worker`,
 `runs` (ls, show, history, stats), `actions` (start, cancel, pause, resume, retry,
 send; `bulk` acts on many runs), `schedules` (schedules, schedule pause|resume|rm|
-trigger), `check`, `purge` and `ui`; `output` prints for all of them, `common` holds
-shared options."""
+trigger), `queues`, `check`, `purge` and `ui`; `output` prints for all of them, `common`
+holds shared options."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from durable.errors import DurableError, InvalidValue
 from durable.ops import OpsError
 
-from . import actions, check, purge, runs, schedules, ui, worker
+from . import actions, check, purge, queues, runs, schedules, ui, worker
 from .output import CommandError, printable
 
 NEWLINE = "\n"
@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="durable",
         description="Durable workflows: run workers against a database; list, inspect, "
-        "start, cancel, pause, resume and retry runs; list and operate schedules; check "
-        "code against live runs; purge old ones.",
+        "start, cancel, pause, resume and retry runs; list and operate schedules; see how "
+        "queues are used; check code against live runs; purge old ones.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_commands(commands)
     actions.add_commands(commands)
     schedules.add_commands(commands)
+    queues.add_commands(commands)
     check.add_command(commands)
     purge.add_command(commands)
     ui.add_command(commands)

@@ -34,7 +34,7 @@ from durable.errors import (
 from durable.runtime import registry as _registry
 from durable.runtime.engine import Engine
 
-from . import _control, _schedules, _views
+from . import _control, _queues, _schedules, _views
 from ._check import check_run, unfinished
 from ._errors import BadRequest, Conflict, NotFound, OpsError, no_run
 from ._stats import stat, stats
@@ -287,6 +287,13 @@ class Operations:
     def trigger_schedule(self, schedule_id: str) -> dict[str, Any]:
         """Start a run of the schedule now, outside its ticks."""
         return _schedules.trigger(self.engine, schedule_id)
+
+    # -- queues -----------------------------------------------------------------------
+
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue in use or declaring limits, by name: depth, running, limits, rate,
+        the oldest queued run's age and the running runs per key (`_queues.view`)."""
+        return _queues.views(self.engine)
 
     # -- helpers ----------------------------------------------------------------------
 

@@ -78,6 +78,7 @@ class Api:
             route("POST", "/api/v1/schedules/{id}/trigger", self.trigger_schedule),
             route("GET", "/api/v1/schedules/{id}", self.get_schedule),
             route("DELETE", "/api/v1/schedules/{id}", self.delete_schedule),
+            route("GET", "/api/v1/queues", self.queues),
         ]
 
     def health(self, request: Request, principal: Principal, params: Params) -> Response:
@@ -236,6 +237,12 @@ class Api:
     def delete_schedule(self, request: Request, principal: Principal, params: Params) -> Response:
         """Delete a schedule; the runs it started stay."""
         return Response.json(self.ops.delete_schedule(params["id"]))
+
+    # -- queues -------------------------------------------------------------------------
+
+    def queues(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Every queue in use or declaring limits, by name: depth, running, limits."""
+        return Response.json({"items": self.ops.queues()})
 
 
 @functools.cache

@@ -7,13 +7,14 @@
    - URLs are relative (api/v1/...), so the app works under any mount prefix;
    - no inline scripts or styles: the Content-Security-Policy is default-src 'self'.
 
-   This module starts the page: it reads the session, routes #/, #/runs/<id> and
-   #/schedules to their pages, and polls the current page while the tab is visible and
+   This module starts the page: it reads the session, routes #/, #/runs/<id>,
+   #/schedules and #/queues to their pages, and polls the current page while the tab is visible and
    Live is on. */
 
 import { $, clearNotice, formatTime, notice } from "./dom.js";
 import { getJSON, session } from "./http.js";
 import { closePanel, startPanel } from "./panel.js";
+import { queuesPage } from "./queues.js";
 import { runPage } from "./run.js";
 import { runsPage } from "./runs.js";
 import { schedulesPage } from "./schedules.js";
@@ -74,11 +75,15 @@ function route() {
     }
   }
   const schedules = location.hash === "#/schedules";
+  const queues = location.hash === "#/queues";
   if (runId !== null) poller.page = runPage(runId, refreshNow);
   else if (schedules) poller.page = schedulesPage(refreshNow);
+  else if (queues) poller.page = queuesPage();
   else poller.page = runsPage(refreshNow);
   // the nav link of the list this page is (or belongs to) is marked current
-  for (const [link, current] of [["nav-runs", !schedules], ["nav-schedules", schedules]]) {
+  const links = [["nav-runs", !schedules && !queues], ["nav-schedules", schedules],
+    ["nav-queues", queues]];
+  for (const [link, current] of links) {
     if (current) $(link).setAttribute("aria-current", "page");
     else $(link).removeAttribute("aria-current");
   }
