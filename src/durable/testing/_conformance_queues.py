@@ -16,20 +16,21 @@ from durable.backends import Backend
 from durable.core.queues import Queue
 from durable.core.records import NewRun, RunStatus
 
-from ._conformance import OTHER, OWNER, SHORT_LEASE, MakeBackend, _expire, _get, _opened, _race
+from ._conformance import (
+    OTHER,
+    OWNER,
+    SHORT_LEASE,
+    MakeBackend,
+    _expire,
+    _get,
+    _opened,
+    _queued,
+    _race,
+)
 
 
 def _run(run_id: str, queue: str = "q", **fields: object) -> NewRun:
-    new = NewRun(
-        id=run_id,
-        workflow="app.workflow",
-        input=b"j[]",
-        call_hash="v1:00",
-        owner=None,
-        lease=30,
-        queue=queue,
-    )
-    return dataclasses.replace(new, **fields)  # type: ignore[arg-type]
+    return dataclasses.replace(_queued(run_id, queue=queue), **fields)  # type: ignore[arg-type]
 
 
 def _claim(

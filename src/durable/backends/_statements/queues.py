@@ -73,13 +73,6 @@ class QueueStatements(Compiler):
             .select_from(runs)
             .where(r.queue == bind("queue", r.queue), r.id != bind("id", r.id), *live)
         )
-        # The clock and the queue's runs on live leases, in one round trip.
-        clock = self._statement_now
-        self.clock_and_running = self.compile(
-            sa.select(clock, sa.func.count())
-            .select_from(runs)
-            .where(r.queue == bind("queue", r.queue), r.status == RUNNING, r.lease_until >= clock)
-        )
         self.count_running_key = self.compile(
             sa.select(sa.func.count())
             .select_from(runs)
