@@ -2,7 +2,8 @@
 second for 40 s (60 s with DURABLE_SCHEDULE_STORM_S=60), a random worker SIGKILLed and
 replaced about every second. Checked from the database: every tick of every schedule
 fired exactly once (one run, whose id names the tick), none lost (catch-up "all"),
-none early."""
+none early. Every other schedule has a jitter of half a second: its runs are created
+waiting at the tick, and none starts before its tick's delay is over."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 import durable
 from durable.core.records import RunQuery
-from durable.core.schedules import Schedule
+from durable.core.schedules import Schedule, delay
 from durable.runtime import schedules
 from tests.e2e.harness import Children
 from tests.e2e.schedule_app import ticked
@@ -50,7 +51,9 @@ def test_every_tick_fires_once_through_a_kill_storm(children: Children, url: str
     print(f"DURABLE_CHAOS_SEED={seed}")
     rng = random.Random(seed)
     with durable.Engine(url) as engine:
-        created = {s.id: s for s in (_store(engine, f"s{i:02d}") for i in range(SCHEDULES))}
+        created = {
+            s.id: s for s in (_store(engine, f"s{i:02d}", i % 2 * 0.5) for i in range(SCHEDULES))
+        }
     workers = [start_worker(children) for _ in range(3)]
     killed = 0
     end = time.monotonic() + STORM
@@ -90,8 +93,19 @@ def test_every_tick_fires_once_through_a_kill_storm(children: Children, url: str
         gaps = [round(b - a, 3) for a, b in itertools.pairwise(ticks)]
         assert set(gaps) == {1.0}, f"{schedule_id}: ticks lost or early: {sorted(set(gaps))}"
         assert last <= now and len(ticks) >= STORM - 5, (schedule_id, len(ticks))
+    late = []
+    for run in runs:
+        schedule = created[run.id.split("@", 1)[0]]
+        if schedule.jitter and run.started_at is not None:
+            spread = delay(schedule, _tick(run.id))
+            assert run.started_at >= _tick(run.id) + spread - 1e-3, f"{run.id} started early"
+            late.append(run.started_at - _tick(run.id) - spread)
+    jittered = sum(1 for run in runs if created[run.id.split("@", 1)[0]].jitter)
+    assert len(late) > jittered / 2, "the jittered runs were woken and started"
+    median = sorted(late)[len(late) // 2]
+    print(f"jittered runs {jittered}, started {len(late)}, lateness p50 {median:.3f} s")
 
 
-def _store(engine: durable.Engine, schedule_id: str) -> Schedule:
-    spec = schedules.Spec.make(every=1.0, catch_up="all", overlap="allow")
+def _store(engine: durable.Engine, schedule_id: str, jitter: float) -> Schedule:
+    spec = schedules.Spec.make(every=1.0, catch_up="all", overlap="allow", jitter=jitter)
     return schedules.store(engine, ticked, spec, schedule_id=schedule_id)

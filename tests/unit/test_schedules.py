@@ -202,6 +202,9 @@ def test_pause_resume_and_trigger(env: DurableEnv) -> None:
     ({"every": 60, "catch_up": "some"}, "catch_up='some' is not one of"),
     ({"every": 60, "overlap": "queue"}, "overlap='queue' is not one of"),
     ({"every": 60, "max_catch_up": 0}, "max_catch_up= must be a positive integer"),
+    ({"every": 60, "jitter": -1}, "jitter= must be a duration of 0 or more"),
+    ({"every": 60, "jitter": "soon"}, "jitter= must be a duration of 0 or more"),
+    ({"every": 60, "jitter": 60}, r"jitter= \(60 s\) must be shorter than every= \(60 s\)"),
 ])  # fmt: skip
 def test_bad_schedules_are_refused_naming_what_is_wrong(
     env: DurableEnv, options: dict[str, object], message: str

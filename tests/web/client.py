@@ -153,6 +153,7 @@ SCHEDULE = {
     "every": 60.0,
     "catch_up": "latest",
     "max_catch_up": 100,
+    "jitter": 0.0,
     "overlap": "skip",
     "queue": "default",
     "priority": 0,

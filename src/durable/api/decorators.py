@@ -26,7 +26,7 @@ from . import classes
 
 #: The schedule options of ``@workflow`` besides ``schedule=`` and ``every=``.
 SCHEDULE_OPTIONS = frozenset(
-    {"timezone", "catch_up", "max_catch_up", "overlap", "queue", "priority"}
+    {"timezone", "catch_up", "max_catch_up", "overlap", "queue", "priority", "jitter"}
 )
 
 P = ParamSpec("P")
@@ -127,7 +127,7 @@ def workflow(
             interval, from every worker that has the code (stored as the schedule
             named after the workflow; a tick fires once however many workers run).
             With ``timezone=`` (default UTC), ``catch_up=``, ``max_catch_up=``,
-            ``overlap=``, ``queue=``, ``priority=``: see docs/howto/schedules.md.
+            ``overlap=``, ``queue=``, ``priority=``, ``jitter=``: see docs/howto/schedules.md.
 
     Raises:
         ConfigurationError: *timeout* is not a positive duration.

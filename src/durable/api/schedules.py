@@ -27,6 +27,7 @@ def schedule(
     overlap: str = "skip",
     queue: str = "default",
     priority: int = 0,
+    jitter: dt.timedelta | float | None = None,
     **kwargs: Any,
 ) -> Schedule:
     """Run *target* on a cron expression or at an interval, from now on, stored under
@@ -47,6 +48,10 @@ def schedule(
         overlap: when the previous tick's run is still unfinished: ``"skip"`` this
             tick, ``"allow"`` both, or ``"cancel_previous"``.
         queue, priority: the runs' queue and priority.
+        jitter: start each tick's run up to this long after the tick (a timedelta or
+            seconds), spread the same way on every worker, so that many schedules due
+            together do not all start at once. The run exists, waiting, from the tick;
+            its ``at=`` is still the tick's time.
 
     Raises:
         ValueError: a bad cron expression (the field named), zone, interval or option.
@@ -66,5 +71,6 @@ def schedule(
         overlap=overlap,
         queue=queue,
         priority=priority,
+        jitter=jitter,
     )
     return schedules.store(get_engine(), target, spec, schedule_id=id, args=args, kwargs=kwargs)

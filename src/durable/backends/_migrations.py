@@ -99,8 +99,9 @@ def _v8_to_v9(dialect: sa.Dialect, execute: Execute) -> None:
 
 def _v9_to_v10(dialect: sa.Dialect, execute: Execute) -> None:
     """Schedules: workflows run on a cron expression or at a fixed interval (the table
-    as version 10 had it: version 11 adds ``held_until``)."""
-    columns = [column._copy() for column in schedules.c if column.name != "held_until"]
+    as version 10 had it: version 11 adds ``held_until`` and ``jitter``)."""
+    later = ("held_until", "jitter")
+    columns = [column._copy() for column in schedules.c if column.name not in later]
     as_of_v10 = sa.Table(schedules.name, sa.MetaData(), *columns)
     execute(str(CreateTable(as_of_v10, if_not_exists=True).compile(dialect=dialect)))
     for index in sorted(schedules.indexes, key=lambda i: str(i.name)):
@@ -115,8 +116,9 @@ def _v10_to_v11(dialect: sa.Dialect, execute: Execute) -> None:
     for index in (key_index, debounce_index):
         execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
     create_table(queues, dialect, execute)
-    column = CreateColumn(schedules.c.held_until).compile(dialect=dialect)
-    execute(f"ALTER TABLE durable_schedules ADD COLUMN {column}")
+    for name in ("held_until", "jitter"):
+        column = CreateColumn(schedules.c[name]).compile(dialect=dialect)
+        execute(f"ALTER TABLE durable_schedules ADD COLUMN {column}")
 
 
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.

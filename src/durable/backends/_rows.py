@@ -145,6 +145,7 @@ def schedule(row: Sequence[Any]) -> Schedule:
         last_run_id=row[17],
         created_at=row[18],
         updated_at=row[19],
+        jitter=row[21] or 0.0,
     )
 
 
@@ -170,4 +171,5 @@ def schedule_values(schedule: Schedule) -> dict[str, Any]:
         "next_fire_at": schedule.next_fire_at,
         "last_fire_at": schedule.last_fire_at,
         "last_run_id": schedule.last_run_id,
+        "jitter": schedule.jitter or None,
     }

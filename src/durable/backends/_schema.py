@@ -177,6 +177,8 @@ schedules = sa.Table(
     # Added in version 11: until when a worker that took the schedule due holds it
     # (others skip it), released when it moves on.
     sa.Column("held_until", sa.Double),
+    # Added in version 11: each tick's run starts up to this many seconds late (None: 0).
+    sa.Column("jitter", sa.Double),
     # Workers find the schedules that are due, and the next one to come: those that
     # are neither paused nor orphaned, by next_fire_at.
     sa.Index(

@@ -22,6 +22,7 @@ SCHEDULE_FIELDS = (
     "every",
     "catch_up",
     "max_catch_up",
+    "jitter",
     "overlap",
     "queue",
     "priority",

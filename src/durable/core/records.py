@@ -153,6 +153,9 @@ class NewRun:
     #: flow control: see `Run.key`, `Run.key_limit`.
     key: str | None = None
     key_limit: int | None = None
+    #: a queued run that may not start before this moment (a jittered schedule tick):
+    #: created WAITING with this ``wake_at``; None starts as soon as a worker claims it.
+    start_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ An ``every=`` schedule counts real seconds from its creation: DST does not move 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -89,6 +90,8 @@ class Schedule:
     overlap: Overlap = Overlap.SKIP
     queue: str = "default"
     priority: int = 0
+    #: each tick's run starts up to this many seconds after the tick (`delay`); 0: at it.
+    jitter: float = 0.0
     #: declared with the code (``@workflow(schedule=...)``), upserted as workers start.
     declared: bool = False
     #: declared once, no longer in the code that workers run: it fires no more.
@@ -186,6 +189,17 @@ def due(schedule: Schedule, now: float) -> tuple[list[float], float]:
     else:
         kept = []
     return (kept + on_time)[-schedule.max_catch_up :], following
+
+
+def delay(schedule: Schedule, tick: float) -> float:
+    """How long after *tick* its run starts: a spread in [0, ``jitter``) that is the
+    same for every worker (a hash of the schedule's id and the tick), and different
+    from schedule to schedule and tick to tick, so that schedules due together start
+    spread over the window rather than all at once."""
+    if not schedule.jitter:
+        return 0.0
+    digest = hashlib.blake2b(run_id(schedule.id, tick).encode(), digest_size=8).digest()
+    return schedule.jitter * int.from_bytes(digest, "big") / 2**64
 
 
 def run_id(schedule_id: str, tick: float) -> str:

@@ -27,6 +27,7 @@ def view(engine: Engine, schedule: Schedule) -> dict[str, Any]:
         **describe(schedule),
         "catch_up": schedule.catch_up.value,
         "max_catch_up": schedule.max_catch_up,
+        "jitter": schedule.jitter,
         "overlap": schedule.overlap.value,
         "queue": schedule.queue,
         "priority": schedule.priority,

@@ -33,6 +33,7 @@ from durable.core.schedules import (
     Overlap,
     Schedule,
     check_cron,
+    delay,
     due,
     first_tick,
     run_id,
@@ -66,6 +67,7 @@ class Spec:
     overlap: Overlap = Overlap.SKIP
     queue: str = "default"
     priority: int = 0
+    jitter: float = 0.0
 
     @classmethod
     def make(cls, **options: Any) -> Spec:
@@ -92,6 +94,7 @@ class Spec:
         bound = options.get("max_catch_up", 100)
         if not isinstance(bound, int) or bound < 1:
             raise ValueError(f"max_catch_up= must be a positive integer, not {bound!r}.")
+        jitter = _jitter(options.get("jitter"), every)
         return cls(
             cron=cron,
             every=every,
@@ -101,7 +104,22 @@ class Spec:
             overlap=overlap,
             queue=options.get("queue", "default"),
             priority=options.get("priority", 0),
+            jitter=jitter,
         )
+
+
+def _jitter(given: Any, every: float | None) -> float:
+    """Seconds of ``jitter=`` (a timedelta or seconds; None: 0), checked: not negative,
+    and shorter than an ``every=`` interval (a tick's run would start after the next)."""
+    seconds = given.total_seconds() if isinstance(given, dt.timedelta) else given or 0.0
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+        raise ValueError(f"jitter= must be a duration of 0 or more, not {given!r}.")
+    if every is not None and seconds >= every:
+        raise ValueError(
+            f"jitter= ({seconds:g} s) must be shorter than every= ({every:g} s): each "
+            "tick's run starts within the jitter after its tick, before the next tick."
+        )
+    return float(seconds)
 
 
 def _choice(kind: type[Any], name: str, value: Any) -> Any:
@@ -155,6 +173,7 @@ def store(
         overlap=spec.overlap,
         queue=spec.queue,
         priority=spec.priority,
+        jitter=spec.jitter,
         declared=declared,
         created_at=now if existing is None else existing.created_at,
     )
@@ -268,10 +287,12 @@ def _tick_run(
         call = _call(host, schedule, target, moment)
         if call is None:
             return None
-        return runs.prepare(
+        new = runs.prepare(
             host, call, identity, None, owner=None, queue=schedule.queue,
             priority=schedule.priority,
         )  # fmt: skip
+        spread = delay(schedule, moment)
+        return dataclasses.replace(new, start_at=moment + spread) if spread else new
     except Exception:
         log.exception(
             "schedule %s: the run of tick %s could not start; skipped", schedule.id, identity

@@ -62,6 +62,7 @@ def check_schedule_round_trip(make: MakeBackend) -> None:
             timezone="Europe/Paris",
             catch_up=CatchUp.ALL,
             max_catch_up=7,
+            jitter=42.5,
             overlap=Overlap.CANCEL_PREVIOUS,
             queue="reports",
             priority=-3,
@@ -277,3 +278,32 @@ def check_create_runs_makes_each_once(make: MakeBackend) -> None:
         existing = backend.get_run("r03")
         assert existing is not None and existing.queue == "default", "an existing run is kept"
         assert backend.create_runs([]) == []
+
+
+def check_a_run_created_to_start_later_waits_until_then(make: MakeBackend) -> None:
+    """create_runs (and create_run) with ``start_at``: the run is WAITING until that
+    moment, with no ``waiting_on``; `wake_due` queues it once the moment has come, not
+    before, and then it is claimed like any other (a jittered schedule tick)."""
+    with _opened(make) as backend:
+        soon = backend.now() + 0.3
+        later = dataclasses.replace(_new("late", owner=None), queue="q", start_at=soon)
+        now_one = dataclasses.replace(_new("now", owner=None), queue="q")
+        assert sorted(backend.create_runs([later, now_one])) == ["late", "now"]
+        single = dataclasses.replace(_new("single", owner=None), queue="q", start_at=soon)
+        made, created = backend.create_run(single)
+        assert created and made.status is RunStatus.WAITING and made.wake_at == soon
+        for run_id in ("late", "single"):
+            run = backend.get_run(run_id)
+            assert run is not None and run.status is RunStatus.WAITING, run_id
+            assert run.wake_at == soon and run.waiting_on is None and run.started_at is None
+        backend.wake_due(limit=10)
+        claimed = backend.claim_next(
+            owner="w", queue="q", workflows=["app.workflow"], limit=10, lease=30
+        )
+        assert [run.id for run in claimed] == ["now"], "only the run without start_at"
+        time.sleep(max(0.0, soon - backend.now()) + 0.05)
+        assert backend.wake_due(limit=10) == 2
+        claimed = backend.claim_next(
+            owner="w", queue="q", workflows=["app.workflow"], limit=10, lease=30
+        )
+        assert sorted(run.id for run in claimed) == ["late", "single"]

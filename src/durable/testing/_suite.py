@@ -82,6 +82,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     schedules.check_advance_schedule_race,
     schedules.check_held_schedules_are_taken_by_one_worker,
     schedules.check_create_runs_makes_each_once,
+    schedules.check_a_run_created_to_start_later_waits_until_then,
     queues.check_queue_round_trip,
     queues.check_concurrency_holds_across_racing_claimers,
     queues.check_a_dead_workers_slot_frees_when_its_lease_expires,

@@ -27,7 +27,9 @@ class RunStore(Protocol):
 
         A created run with an owner is RUNNING at epoch 1 and leased to the owner for
         ``new.lease`` seconds; without an owner it is QUEUED at epoch 0, claimable by
-        `claim_next` in ``new.queue``, and ``queue:<name>`` is notified.
+        `claim_next` in ``new.queue``, and ``queue:<name>`` is notified; or, with a
+        ``new.start_at``, WAITING with that ``wake_at`` (no ``waiting_on``), and
+        `TIMERS` is notified: `WaitStore.wake_due` queues it then.
 
         Returns:
             The stored run and whether this call created it. When two callers race,
@@ -37,9 +39,10 @@ class RunStore(Protocol):
         ...
 
     def create_runs(self, news: Sequence[NewRun]) -> Sequence[str]:
-        """`create_run` for many QUEUED runs at once (no owner, no key limit; schedules
-        fire their ticks so): each is created unless a run has its id. Returns the ids
-        this call created; ``queue:<name>`` is notified for their queues."""
+        """`create_run` for many runs at once (no owner, no key limit; schedules fire
+        their ticks so): each is created, QUEUED or WAITING until its ``start_at``,
+        unless a run has its id. Returns the ids this call created; ``queue:<name>``
+        is notified for their queues, `TIMERS` for the waiting ones."""
         ...
 
     def get_run(self, run_id: str) -> Run | None:

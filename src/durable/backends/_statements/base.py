@@ -149,3 +149,12 @@ class Compiler:
     @staticmethod
     def _queue_topic() -> sa.ColumnElement[str]:
         return sa.literal_column("'queue:'", sa.Text) + runs.c.queue
+
+    @classmethod
+    def _new_topic(cls, wake_at: sa.ColumnElement[Any]) -> sa.ColumnElement[str]:
+        """What a created run announces: its queue, or `TIMERS` if it starts later (at
+        *wake_at*: give the bound value, not the column, on SQLite, whose 3.40 RETURNING
+        of an INSERT into a WITHOUT ROWID table reads ``wake_at IS NOT NULL`` as true
+        for a NULL ``wake_at``)."""
+        timers = sa.literal_column(f"'{TIMERS}'", sa.Text)
+        return sa.case((wake_at.is_not(None), timers), else_=cls._queue_topic())

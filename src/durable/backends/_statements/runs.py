@@ -73,6 +73,7 @@ class RunStatements(Compiler):
                 deadline_at=now + bind("timeout", r.deadline_at),
                 concurrency_key=bind("key", r.concurrency_key),
                 key_limit=bind("key_limit", r.key_limit),
+                wake_at=bind("wake_at", r.wake_at),
             )
             .on_conflict_do_nothing(index_elements=[r.id])
         )
@@ -81,27 +82,37 @@ class RunStatements(Compiler):
             new_run.returning(r.created_at, r.lease_until, r.deadline_at)
         )
         self.create_queued_run = self.compile(
-            self._notifying(new_run, self._queue_topic(), r.created_at, r.deadline_at)
+            self._notifying(
+                new_run, self._new_topic(bind("wake_at", r.wake_at)), r.created_at, r.deadline_at
+            )
         )
         if self.postgres:
-            columns = [r.id, r.workflow, r.input, r.call_hash, r.queue, r.priority, r.deadline_at]
-            names = ["id", "workflow", "input", "call_hash", "queue", "priority", "timeout"]
+            columns = [
+                r.id, r.workflow, r.input, r.call_hash, r.queue, r.priority, r.deadline_at,
+                r.wake_at,
+            ]  # fmt: skip
+            names = [
+                "id", "workflow", "input", "call_hash", "queue", "priority", "timeout", "wake_at",
+            ]  # fmt: skip
             v = self._unnest(columns, names)
+            status = sa.case((v.c.wake_at.is_(None), QUEUED), else_=WAITING)
             many = self._insert(runs).from_select(
                 [
                     "id", "workflow", "status", "input", "call_hash", "epoch", "recoveries",
                     "created_at", "updated_at", "queue", "priority", "cancel_requested",
-                    "deadline_at",
+                    "deadline_at", "wake_at",
                 ],
                 sa.select(
-                    v.c.id, v.c.workflow, QUEUED, v.c.input, v.c.call_hash,
+                    v.c.id, v.c.workflow, status, v.c.input, v.c.call_hash,
                     sa.literal_column("0"), sa.literal_column("0"), now, now, v.c.queue,
-                    v.c.priority, sa.literal_column("0"), now + v.c.timeout,
+                    v.c.priority, sa.literal_column("0"), now + v.c.timeout, v.c.wake_at,
                 ),
             )  # fmt: skip
             self.create_queued_runs = self.compile(
                 self._notifying(
-                    many.on_conflict_do_nothing(index_elements=[r.id]), self._queue_topic(), r.id
+                    many.on_conflict_do_nothing(index_elements=[r.id]),
+                    self._new_topic(r.wake_at),
+                    r.id,
                 )
             )
         fenced_unfinished = (

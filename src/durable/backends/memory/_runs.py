@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from durable.backends._protocol.waits import TIMERS
 from durable.core.queues import Queue
 from durable.core.records import NewRun, Run, RunStatus, Step, StepStatus
 from durable.core.run_options import claim_order
@@ -37,10 +38,12 @@ class MemoryRuns(MemoryBase):
                 return existing, False
             now = self.now()
             owned = new.owner is not None
+            later = None if owned else new.start_at
+            status = RunStatus.QUEUED if later is None else RunStatus.WAITING
             run = Run(
                 id=new.id,
                 workflow=new.workflow,
-                status=RunStatus.RUNNING if owned else RunStatus.QUEUED,
+                status=RunStatus.RUNNING if owned else status,
                 input=new.input,
                 call_hash=new.call_hash,
                 output=None,
@@ -59,11 +62,12 @@ class MemoryRuns(MemoryBase):
                 deadline_at=None if new.timeout is None else now + new.timeout,
                 key=new.key,
                 key_limit=new.key_limit,
+                wake_at=later,
             )
             self._runs[new.id] = run
             self._history[new.id] = {}
         if not owned:
-            self._hub.notify(f"queue:{new.queue}")
+            self._hub.notify(f"queue:{new.queue}" if later is None else TIMERS)
         return run, True
 
     def create_runs(self, news: Sequence[NewRun]) -> Sequence[str]:

@@ -36,6 +36,7 @@ class SQLMany(SQLBase):
                 "queues": [new.queue for new in news],
                 "prioritys": [new.priority for new in news],
                 "timeouts": [new.timeout for new in news],
+                "wake_ats": [new.start_at for new in news],
             }
             statement = self._sql.create_queued_runs
 
@@ -54,11 +55,14 @@ class SQLMany(SQLBase):
             with self._db.transaction(session):
                 for new in news:
                     values = {
-                        "id": new.id, "workflow": new.workflow, "status": RunStatus.QUEUED.value,
+                        "id": new.id, "workflow": new.workflow,
+                        "status": (
+                            RunStatus.QUEUED if new.start_at is None else RunStatus.WAITING
+                        ).value,
                         "input": new.input, "call_hash": new.call_hash, "epoch": 0,
                         "owner": None, "lease": None, "parent_id": None, "queue": new.queue,
                         "priority": new.priority, "owned": 0, "timeout": new.timeout,
-                        "key": None, "key_limit": None,
+                        "key": None, "key_limit": None, "wake_at": new.start_at,
                     }  # fmt: skip
                     rows = self._execute(session, single, values).fetchall()
                     if rows:

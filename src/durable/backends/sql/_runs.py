@@ -47,7 +47,10 @@ class SQLRuns(SQLBase):
     def create_run(self, new: NewRun) -> tuple[Run, bool]:
         """See `RunStore.create_run`."""
         owned = new.owner is not None
-        status = RunStatus.RUNNING if owned else RunStatus.QUEUED
+        later = None if owned else new.start_at
+        status = (
+            RunStatus.RUNNING if owned else RunStatus.QUEUED if later is None else RunStatus.WAITING
+        )
         epoch = 1 if owned else 0
         values = {
             "id": new.id,
@@ -65,6 +68,7 @@ class SQLRuns(SQLBase):
             "timeout": new.timeout,
             "key": new.key,
             "key_limit": new.key_limit,
+            "wake_at": later,
         }
         statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
         if new.key_limit is not None:  # its queue's claims must take the locked way
@@ -108,6 +112,7 @@ class SQLRuns(SQLBase):
                     deadline_at=deadline_at,
                     key=new.key,
                     key_limit=new.key_limit,
+                    wake_at=later,
                 )
                 return run, True
             existing = self.get_run(new.id)
@@ -120,7 +125,7 @@ class SQLRuns(SQLBase):
                 and existing.epoch == epoch
                 and existing.input == new.input
                 and existing.call_hash == new.call_hash
-                and (owned or existing.status is RunStatus.QUEUED)
+                and (owned or existing.status is status)
             )
             return existing, ours
 
