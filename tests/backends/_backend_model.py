@@ -619,14 +619,21 @@ class Model:
         if cap <= 0:
             return []
         rank: dict[str, int] = {}
+        fresh_rank: dict[str, int] = {}
         eligible: list[str] = []
         for run_id in ready:
             run = self.runs[run_id]
             if run.key is not None:
                 rank[run.key] = rank.get(run.key, 0) + 1
+                if not run.started:
+                    fresh_rank[run.key] = fresh_rank.get(run.key, 0) + 1
                 held = sum(1 for i in running if self.runs[i].key == run.key)
                 bound = run.key_limit if run.key_limit is not None else queue.key_concurrency
                 if bound is not None and rank[run.key] + held > bound:
+                    continue
+                recent = self._key_starts(queue.name, run.key)
+                late = queue.key_rate is not None and not run.started
+                if late and fresh_rank[run.key] + recent > (queue.key_rate or 0):
                     continue
             eligible.append(run_id)
         room, fresh, chosen = self._allowed(queue), 0, []
@@ -639,6 +646,11 @@ class Model:
         chosen = chosen[:cap]
         self._note_starts(queue, sum(1 for i in chosen if not self.runs[i].started))
         return chosen
+
+    def _key_starts(self, queue: str, key: str) -> int:
+        """A key's first starts inside its key rate's window: every start of its runs
+        (no start leaves the hour)."""
+        return sum(1 for r in self.runs.values() if r.queue == queue and r.key == key and r.started)
 
     def _admitted(self, run_id: str) -> bool:
         """`admits`: whether the limits of the run's queue let it be claimed on its own
@@ -659,6 +671,9 @@ class Model:
         if run.key is not None and bound is not None and mates >= bound:
             return False
         if not run.started and self._allowed(queue) <= 0:
+            return False
+        rated = queue.key_rate is not None and run.key is not None and not run.started
+        if rated and self._key_starts(run.queue, run.key or "") >= (queue.key_rate or 0):
             return False
         self._note_starts(queue, 0 if run.started else 1)
         return True

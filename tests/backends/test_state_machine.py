@@ -282,6 +282,7 @@ class BackendMachine(RuleBasedStateMachine):
         concurrency=st.sampled_from((None, 1, 2)),
         key_concurrency=st.sampled_from((None, 1)),
         rate=st.sampled_from((None, 1, 2, 3)),
+        key_rate=st.sampled_from((None, 1, 2)),
     )
     def limits(
         self,
@@ -289,11 +290,12 @@ class BackendMachine(RuleBasedStateMachine):
         concurrency: int | None,
         key_concurrency: int | None,
         rate: int | None,
+        key_rate: int | None = None,
     ) -> None:
         """Limits on the default queue from the start, in half the examples (before or
         after the family is created: initialize rules come in any order)."""
         if declare:
-            self.declare("default", concurrency, key_concurrency, rate)
+            self.declare("default", concurrency, key_concurrency, rate, key_rate)
 
     @rule(
         target=runs,
@@ -462,18 +464,26 @@ class BackendMachine(RuleBasedStateMachine):
         concurrency=st.sampled_from((None, 1, 2)),
         key_concurrency=st.sampled_from((None, 1)),
         rate=st.sampled_from((None, 1, 2, 3)),
+        key_rate=st.sampled_from((None, 1, 2)),
     )
     def declare(
-        self, queue: str, concurrency: int | None, key_concurrency: int | None, rate: int | None
+        self,
+        queue: str,
+        concurrency: int | None,
+        key_concurrency: int | None,
+        rate: int | None,
+        key_rate: int | None = None,
     ) -> None:
         """put_queue: the queue's limits replaced (its rate's log kept); claims respect
-        them from then on. Every rate is per hour (PER)."""
+        them from then on. Every rate and key rate is per hour (PER)."""
         declared = Queue(
             name=queue,
             concurrency=concurrency,
             key_concurrency=key_concurrency,
             rate=rate,
             per=None if rate is None else PER,
+            key_rate=key_rate,
+            key_per=None if key_rate is None else PER,
         )
         expected = self.model.put_queue(declared)
         self._on_all(f"put_queue({declared})", expected, lambda b: b.put_queue(declared))
@@ -1302,6 +1312,42 @@ def test_queue_limits_key_limits_and_a_rate_in_the_claim(
         running = sorted(run_id for run_id, s in status.items() if s is RunStatus.RUNNING)
         assert running == ["r1", "r2"], (name, status)
         assert dump.next_start["default"] == "later", name
+
+
+def test_a_key_rate_in_the_claim(open_backends: Callable[[], Backends]) -> None:
+    """One first start per key an hour: a claim takes the first run of each key and
+    the runs without one; a finished run's start still counts; a key rate raised lets
+    one more run of each key in."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.limits(
+            declare=True, concurrency=None, key_concurrency=None, rate=None, key_rate=1
+        ),
+        lambda m: m.family(
+            owners=(None, None, None),
+            parent_of_r2=None,
+            queue="default",
+            priority=0,
+            keys=("k1", "k1", None),
+        ),
+        lambda m: m.burst(queue="default", plan=[("k2", None, 0)] * 3),
+        lambda m: m.claim_next(owner=OWNERS[0], queue="default", workflows=WORKFLOWS, limit=9),
+        lambda m: _running(m, ["r0", "r2", "r3"]),  # (each step: every backend as the model)
+        lambda m: m.finish(run_id="r0", shift=0, status=RunStatus.COMPLETED, with_step=False),
+        lambda m: m.claim_next(owner=OWNERS[1], queue="default", workflows=WORKFLOWS, limit=9),
+        lambda m: _running(m, ["r2", "r3"]),
+        lambda m: m.declare("default", None, None, None, 2),
+        lambda m: m.claim_next(owner=OWNERS[1], queue="default", workflows=WORKFLOWS, limit=9),
+    )
+    for name, dump in dumps.items():
+        status = {run_id: run.status for run_id, run in dump.runs.items() if run is not None}
+        running = sorted(run_id for run_id, s in status.items() if s is RunStatus.RUNNING)
+        assert running == ["r1", "r2", "r3", "r4"], (name, status)
+
+
+def _running(machine: BackendMachine, expected: list[str]) -> None:
+    model = machine.model.runs
+    assert sorted(i for i, run in model.items() if run.status is RunStatus.RUNNING) == expected
 
 
 # -- differences the machine found between memory and SQL, fixed -----------------------

@@ -13,8 +13,8 @@ import pytest
 
 import durable
 from durable import task, workflow
-from durable.core.queues import Queue, choose, make_queue
-from durable.core.records import Run, RunStatus
+from durable.core.queues import Queue, admits, choose, key_starts, make_queue
+from durable.core.records import Run, RunQuery, RunStatus
 
 running_now: list[str] = []
 most: dict[str, int] = {}
@@ -60,6 +60,9 @@ def engine() -> Iterator[durable.Engine]:
         ({"rate": (5, 0)}, ValueError, "period must be a positive duration"),
         ({"rate": 5}, TypeError, "rate= must be (starts, period)"),
         ({"rate": (True, 1)}, TypeError, "starts must be an int"),
+        ({"key_rate": (0, 1)}, ValueError, "key_rate='s starts must be from 1"),
+        ({"key_rate": (5, -1)}, ValueError, "key_rate='s period must be a positive duration"),
+        ({"key_rate": "5/s"}, TypeError, "key_rate= must be (starts, period)"),
     ],
 )
 def test_bad_limits_are_refused_naming_the_field(
@@ -122,6 +125,53 @@ def test_choose_ranks_keys_caps_first_starts_and_fills_free_slots() -> None:
     one = make_queue("q", concurrency=2)
     taken = choose(one, ready, running, [], now=100.0, limit=10)
     assert [run.id for run in taken] == ["a1"]
+
+
+def test_choose_keeps_each_keys_rate_counting_its_recent_starts() -> None:
+    ready = [
+        _run("a1", key="a"),
+        _run("a2", key="a"),
+        _run("a3", key="a"),
+        _run("b1", key="b"),
+        _run("a0", key="a", started=99.0),
+        _run("p1"),
+    ]
+    queue = make_queue("q", key_rate=(2, 10))
+    # two first starts of key a fit; a3 would be the third; a resumed run is no start
+    taken = choose(queue, ready, [], [], now=100.0, limit=10)
+    assert [run.id for run in taken] == ["a1", "a2", "b1", "a0", "p1"]
+    # a start of key a inside the window leaves room for one; key b's are out of it
+    recent = key_starts(
+        queue, [_run("x", key="a", started=95.0), _run("y", key="b", started=89.0)], 100.0
+    )
+    assert recent == {"a": 1}
+    taken = choose(queue, ready, [], [], now=100.0, limit=10, started=recent)
+    assert [run.id for run in taken] == ["a1", "b1", "a0", "p1"]
+    fresh = _run("a9", key="a")
+    assert admits(queue, fresh, [], [], 100.0, started=recent)
+    assert not admits(queue, fresh, [], [], 100.0, started=recent + recent)
+    assert admits(queue, _run("a8", key="a", started=1.0), [], [], 100.0, started=recent + recent)
+
+
+def test_a_worker_keeps_each_keys_rate(engine: durable.Engine) -> None:
+    durable.queue("paced", key_rate=(2, dt.timedelta(seconds=0.6)))
+    handles = [
+        durable.dispatch(occupy, f"{key}{i}", key, queue="paced", key=key)
+        for i in range(4)
+        for key in ("a", "b")
+    ]
+    with durable.Worker(engine, queues=["paced"], concurrency=8, poll=0.05):
+        for handle in handles:
+            handle.result(timeout=30)
+    for key in ("a", "b"):
+        starts = sorted(
+            run.started_at
+            for run in engine.backend.list_runs(RunQuery(workflow=occupy.name), limit=100)
+            if run.key == key and run.started_at is not None
+        )
+        assert len(starts) == 4
+        assert starts[2] - starts[0] >= 0.6 - 1e-3, f"key {key}: three starts in one window"
+        assert starts[3] - starts[1] >= 0.6 - 1e-3, f"key {key}: three starts in one window"
 
 
 # -- on a worker ----------------------------------------------------------------------

@@ -22,7 +22,7 @@ from durable.ops import Operations
 from durable.testing import DurableEnv
 
 LEASE = 60.0
-HEADER = ["QUEUE", "QUEUED", "RUNNING", "LIMIT", "KEY LIMIT", "RATE", "OLDEST", "KEYS"]
+HEADER = ["QUEUE", "QUEUED", "RUNNING", "LIMIT", "KEY LIMIT", "RATE", "KEY RATE", "OLDEST", "KEYS"]
 
 
 @durable.workflow
@@ -46,11 +46,12 @@ def fill(engine: durable.Engine, tick: Any = lambda seconds: None) -> None:
     one millisecond may tie on SQLite); the claim takes a1 and b1 (a2 waits for its
     key, n1 for a slot). imports (concurrency 5): three runs of key "big" that may run two at
     once (their own key_concurrency=), one of "aaa"; the claim takes big-1, big-2 and
-    aaa-1. reports (no limits): one queued run, dispatched first. idle: a rate, no runs.
+    aaa-1. reports (no limits): one queued run, dispatched first. idle: a rate and a key
+    rate, no runs.
     """
     durable.queue("emails", concurrency=2, key_concurrency=1, rate=(100, dt.timedelta(seconds=1)))
     durable.queue("imports", concurrency=5)
-    durable.queue("idle", rate=(3, dt.timedelta(minutes=1)))
+    durable.queue("idle", rate=(3, dt.timedelta(minutes=1)), key_rate=(1, 10))
     durable.dispatch(deliver, "r1", id="r1", queue="reports")
     tick(5)
     durable.dispatch(deliver, "a1", id="a1", queue="emails", key="tenant-a", priority=3)
@@ -93,6 +94,7 @@ def test_each_queue_shows_its_depth_running_limits_and_oldest_age(env: DurableEn
             "concurrency": 2,
             "key_concurrency": 1,
             "rate": "100 per 0:00:01",
+            "key_rate": None,
             "oldest_queued_at": "2026-05-04T12:00:10.000000Z",
             "oldest_queued_age": 20.0,
             "keys": {"tenant-a": 1, "tenant-b": 1},
@@ -104,6 +106,7 @@ def test_each_queue_shows_its_depth_running_limits_and_oldest_age(env: DurableEn
             "concurrency": None,
             "key_concurrency": None,
             "rate": "3 per 0:01:00",
+            "key_rate": "1 per 0:00:10",
             "oldest_queued_at": None,
             "oldest_queued_age": None,
             "keys": {},
@@ -115,6 +118,7 @@ def test_each_queue_shows_its_depth_running_limits_and_oldest_age(env: DurableEn
             "concurrency": 5,
             "key_concurrency": None,
             "rate": None,
+            "key_rate": None,
             "oldest_queued_at": "2026-05-04T12:00:10.000000Z",
             "oldest_queued_age": 20.0,
             "keys": {"big": 2, "aaa": 1},
@@ -126,6 +130,7 @@ def test_each_queue_shows_its_depth_running_limits_and_oldest_age(env: DurableEn
             "concurrency": None,
             "key_concurrency": None,
             "rate": None,
+            "key_rate": None,
             "oldest_queued_at": "2026-05-04T12:00:00.000000Z",
             "oldest_queued_age": 30.0,
             "keys": {},
@@ -192,13 +197,14 @@ def test_the_table_has_a_row_per_queue(
     assert list(rows) == ["emails", "idle", "imports", "reports"]
     age = re.compile(r"\d\.\d{3}s")  # seconds, to the millisecond, under ten seconds
     emails = rows["emails"]
-    assert emails[:6] == ["emails", "2", "2", "2", "1", "100 per 0:00:01"]
-    assert age.fullmatch(emails[6]) and emails[7] == "tenant-a=1, tenant-b=1"
-    assert rows["idle"] == ["idle", "0", "0", "-", "-", "3 per 0:01:00", "-", "-"]
-    assert rows["imports"][:6] == ["imports", "1", "3", "5", "-", "-"]
-    assert rows["imports"][7] == "big=2, aaa=1"
-    assert rows["reports"][:6] == ["reports", "1", "0", "-", "-", "-"]
-    assert age.fullmatch(rows["reports"][6]) and rows["reports"][7] == "-"
+    assert emails[:7] == ["emails", "2", "2", "2", "1", "100 per 0:00:01", "-"]
+    assert age.fullmatch(emails[7]) and emails[8] == "tenant-a=1, tenant-b=1"
+    idle = ["idle", "0", "0", "-", "-", "3 per 0:01:00", "1 per 0:00:10", "-", "-"]
+    assert rows["idle"] == idle
+    assert rows["imports"][:7] == ["imports", "1", "3", "5", "-", "-", "-"]
+    assert rows["imports"][8] == "big=2, aaa=1"
+    assert rows["reports"][:7] == ["reports", "1", "0", "-", "-", "-", "-"]
+    assert age.fullmatch(rows["reports"][7]) and rows["reports"][8] == "-"
 
 
 def test_json_and_csv_carry_the_operations_view(

@@ -17,6 +17,7 @@ def queue(
     concurrency: int | None = None,
     key_concurrency: int | None = None,
     rate: tuple[int, dt.timedelta | float] | None = None,
+    key_rate: tuple[int, dt.timedelta | float] | None = None,
 ) -> Queue:
     """Declare queue *name*'s limits, across every worker on every machine, replacing
     what it declared before (leave a limit out, or None, for no limit).
@@ -30,6 +31,9 @@ def queue(
         rate: ``(starts, period)``: at most *starts* runs start in any window of
             *period* (a sliding window: never more, however the starts fall). A run
             resumed after a wait is not a new start.
+        key_rate: ``(starts, period)`` per key: at most *starts* runs of one key (runs
+            dispatched with ``key=``) start in any window of *period*, counted from
+            the key's runs (purging a run started in the window forgets its start).
 
     Returns:
         The queue as now stored.
@@ -38,5 +42,8 @@ def queue(
         TypeError, ValueError: a limit is not a positive int, or the rate not a
             positive count per positive period; nothing changed.
     """
-    limits = make_queue(name, concurrency=concurrency, key_concurrency=key_concurrency, rate=rate)
+    limits = make_queue(
+        name, concurrency=concurrency, key_concurrency=key_concurrency, rate=rate,
+        key_rate=key_rate,
+    )  # fmt: skip
     return get_engine().backend.put_queue(limits)

@@ -29,6 +29,7 @@ from ._schema import (
     heartbeating_index,
     history,
     key_index,
+    key_starts_index,
     parent_index,
     queues,
     runs,
@@ -113,7 +114,7 @@ def _v10_to_v11(dialect: sa.Dialect, execute: Execute) -> None:
     for name in ("concurrency_key", "key_limit", "debounce_key"):
         column = CreateColumn(runs.c[name]).compile(dialect=dialect)
         execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
-    for index in (key_index, debounce_index):
+    for index in (key_index, key_starts_index, debounce_index):
         execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
     create_table(queues, dialect, execute)
     for name in ("held_until", "jitter"):

@@ -200,6 +200,8 @@ queues = sa.Table(
     sa.Column("per", sa.Double),
     sa.Column("rate_log", sa.LargeBinary),
     sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("key_rate", sa.Integer),
+    sa.Column("key_per", sa.Double),
 )
 
 meta = sa.Table(
@@ -282,6 +284,15 @@ key_index = sa.Index(
     runs.c.queue,
     runs.c.concurrency_key,
     runs.c.status,
+    sqlite_where=_KEYED_RUN,
+    postgresql_where=_KEYED_RUN,
+)
+# A key rate counts the key's runs first started inside its window.
+key_starts_index = sa.Index(
+    "durable_runs_key_starts",
+    runs.c.queue,
+    runs.c.concurrency_key,
+    runs.c.started_at,
     sqlite_where=_KEYED_RUN,
     postgresql_where=_KEYED_RUN,
 )

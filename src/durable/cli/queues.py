@@ -19,6 +19,7 @@ QUEUE_FIELDS = (
     "concurrency",
     "key_concurrency",
     "rate",
+    "key_rate",
     "oldest_queued_at",
     "oldest_queued_age",
     "keys",
@@ -33,8 +34,9 @@ examples:
 A queue is listed if runs wait in it or run from it, or if it declares limits
 (durable.queue(...)). QUEUED is its depth; RUNNING counts its runs holding a slot (on a
 lease that has not expired). LIMIT and KEY LIMIT are its concurrency and key_concurrency,
-RATE its rate ("-": no limit). OLDEST is how long its oldest queued run has waited. KEYS
-are the keys of its running runs and how many run per key, the busiest first (at most 20).
+RATE its rate and KEY RATE each key's ("-": no limit). OLDEST is how long its oldest
+queued run has waited. KEYS are the keys of its running runs and how many run per key,
+the busiest first (at most 20).
 """
 
 
@@ -51,6 +53,7 @@ QUEUE_COLUMNS = (
     Column("LIMIT", 10, field("concurrency")),
     Column("KEY LIMIT", 10, field("key_concurrency")),
     Column("RATE", 24, field("rate")),
+    Column("KEY RATE", 24, field("key_rate")),
     Column("OLDEST", 10, field("oldest_queued_age", seconds)),
     Column("KEYS", 60, keys_of),
 )

@@ -3,7 +3,8 @@
 A `Queue` is what the database keeps (`QueueStore`): at most ``concurrency`` runs of the
 queue running at once, at most ``key_concurrency`` running per key (a run's ``key``,
 given at dispatch; a run may carry its own limit), at most ``rate`` run starts in any
-window of ``per`` seconds. The backends enforce them in the claim (see
+window of ``per`` seconds, and at most ``key_rate`` starts per key in any window of
+``key_per`` seconds. The backends enforce them in the claim (see
 docs/concepts/flow-control.md); this module holds only values and pure rules.
 
 The rate is a **sliding-window log**: the queue keeps the start times of its last
@@ -12,6 +13,11 @@ The rate is a **sliding-window log**: the queue keeps the start times of its las
 starts (a token bucket would allow twice that across a refill), and a late claim does
 not slow the ones after it. A burst of ``rate`` starts at once is within the limit;
 declare ``rate=(1, per / n)`` for evenly spaced starts.
+
+A key's rate is the same sliding window, counted from the runs themselves: the runs of
+the key whose first start (``started_at``) lies in the window. No log is kept per key
+(there may be millions of keys); purging a run started inside the window forgets its
+start.
 """
 
 from __future__ import annotations
@@ -44,10 +50,9 @@ class Queue:
     #: run starts allowed in any window of `per` seconds.
     rate: int | None = None
     per: float | None = None
-
-    @property
-    def limited(self) -> bool:
-        return self.concurrency is not None or self.rate is not None
+    #: starts allowed per key (runs dispatched with ``key=``) in any window of `key_per`.
+    key_rate: int | None = None
+    key_per: float | None = None
 
 
 def make_queue(
@@ -56,22 +61,26 @@ def make_queue(
     concurrency: object = None,
     key_concurrency: object = None,
     rate: object = None,
+    key_rate: object = None,
 ) -> Queue:
     """A `Queue` from what a user wrote, checked.
 
-    *rate* is ``(starts, period)``, the period a timedelta or seconds.
+    *rate* and *key_rate* are ``(starts, period)``, the period a timedelta or seconds.
 
     Raises:
         TypeError, ValueError: a field is of the wrong type or out of range (the
             message names it and says what to write).
     """
-    count, per = _rate(rate)
+    count, per = _rate(rate, "rate")
+    key_count, key_per = _rate(key_rate, "key_rate")
     return Queue(
         name=check_queue(name),
         concurrency=check_limit(concurrency, "concurrency"),
         key_concurrency=check_limit(key_concurrency, "key_concurrency"),
         rate=count,
         per=per,
+        key_rate=key_count,
+        key_per=key_per,
     )
 
 
@@ -89,25 +98,25 @@ def check_limit(value: object, field: str) -> int | None:
     return value
 
 
-def _rate(rate: object) -> tuple[int | None, float | None]:
+def _rate(rate: object, field: str) -> tuple[int | None, float | None]:
     if rate is None:
         return None, None
     if not isinstance(rate, tuple | list) or len(rate) != 2:
         raise TypeError(
-            f"rate= must be (starts, period), like (100, timedelta(seconds=1)), not {rate!r}."
+            f"{field}= must be (starts, period), like (100, timedelta(seconds=1)), not {rate!r}."
         )
     count, period = rate
     if not isinstance(count, int) or isinstance(count, bool):
-        raise TypeError(f"rate='s starts must be an int, not {count!r}.")
+        raise TypeError(f"{field}='s starts must be an int, not {count!r}.")
     if not 1 <= count <= RATE_MAX:
         raise ValueError(
-            f"rate='s starts must be from 1 to {RATE_MAX}, not {count}: a rate of 0 per "
+            f"{field}='s starts must be from 1 to {RATE_MAX}, not {count}: a rate of 0 per "
             "period would never start a run."
         )
-    per = seconds(period, "rate='s period")
+    per = seconds(period, f"{field}='s period")
     if per is None or per <= 0:
         raise ValueError(
-            "rate='s period must be a positive duration, like timedelta(seconds=1), "
+            f"{field}='s period must be a positive duration, like timedelta(seconds=1), "
             f"not {period!r}."
         )
     return count, per
@@ -156,11 +165,24 @@ def next_start(queue: Queue, log: Sequence[float], now: float) -> float | None:
     return max(0.0, recent[-queue.rate] + queue.per - now)
 
 
-def describe_rate(queue: Queue) -> str | None:
-    """``"100 per 1s"``, for listings."""
-    if queue.rate is None or queue.per is None:
+def describe_rate(rate: int | None, per: float | None) -> str | None:
+    """``"100 per 0:00:01"``, for listings (a queue's rate or its key rate)."""
+    if rate is None or per is None:
         return None
-    return f"{queue.rate} per {dt.timedelta(seconds=queue.per)}"
+    return f"{rate} per {dt.timedelta(seconds=per)}"
+
+
+def key_starts(queue: Queue, runs: Sequence[Run], now: float) -> Counter[str]:
+    """The first starts per key of *queue*'s *runs* inside its key rate's window (none
+    if it declares no key rate): what `choose` and `admits` count against it."""
+    if queue.key_rate is None or queue.key_per is None:
+        return Counter()
+    since = now - queue.key_per
+    return Counter(
+        run.key
+        for run in runs
+        if run.key is not None and run.started_at is not None and run.started_at > since
+    )
 
 
 # -- choosing what a claim takes ------------------------------------------------------
@@ -182,15 +204,18 @@ def choose(
     *,
     now: float,
     limit: int,
+    started: Counter[str] | None = None,
 ) -> list[Run]:
     """Which of *ready* (QUEUED runs of *queue*, in claim order) a claim of up to *limit*
-    takes, given its *running* runs (those that hold a slot) and its rate's *log*.
+    takes, given its *running* runs (those that hold a slot), its rate's *log* and its
+    keys' recent first starts (*started*, `key_starts`).
 
     The SQL backend's ``claim_limited`` statement says the same; the memory backend
     runs this. A keyed run is eligible if the runs of its key ahead of it in the queue,
-    plus those running, leave room under its key's limit; the rate counts only first
-    starts (a run resumed after a wait is not a new start); then the queue's free slots
-    cap the batch.
+    plus those running, leave room under its key's limit, and, for a first start, if
+    the key's first starts ahead of it, plus its recent ones, leave room under the key
+    rate; the rates count only first starts (a run resumed after a wait is not a new
+    start); then the queue's free slots cap the batch.
     """
     cap = limit
     if queue.concurrency is not None:
@@ -199,12 +224,22 @@ def choose(
         return []
     by_key = Counter(run.key for run in running if run.key is not None)
     rank: Counter[str] = Counter()
+    fresh_rank: Counter[str] = Counter()
+    recent = started or Counter()
     eligible: list[Run] = []
     for run in ready:
         if run.key is not None:
             rank[run.key] += 1
+            if run.started_at is None:
+                fresh_rank[run.key] += 1
             bound = run.key_limit if run.key_limit is not None else queue.key_concurrency
             if bound is not None and rank[run.key] + by_key[run.key] > bound:
+                continue
+            if (
+                run.started_at is None
+                and queue.key_rate is not None
+                and fresh_rank[run.key] + recent[run.key] > queue.key_rate
+            ):
                 continue
         eligible.append(run)
     fresh_cap, fresh = allowed(queue, log, now), 0
@@ -219,15 +254,27 @@ def choose(
 
 
 def admits(
-    queue: Queue, run: Run, running: Sequence[Run], log: Sequence[float], now: float
+    queue: Queue,
+    run: Run,
+    running: Sequence[Run],
+    log: Sequence[float],
+    now: float,
+    *,
+    started: Counter[str] | None = None,
 ) -> bool:
     """Whether *queue*'s limits let *run* be claimed on its own (a takeover, or a run
-    joined by id), *running* being the runs that hold a slot, not *run* itself."""
+    joined by id), *running* being the runs that hold a slot, not *run* itself, and
+    *started* its keys' recent first starts (`key_starts`)."""
     others = [other for other in running if other.id != run.id]
     if queue.concurrency is not None and len(others) >= queue.concurrency:
         return False
     bound = run.key_limit if run.key_limit is not None else queue.key_concurrency
-    if run.key is not None and bound is not None:
-        mates = sum(1 for other in others if other.key == run.key)
-        return mates < bound and (run.started_at is not None or allowed(queue, log, now) > 0)
-    return run.started_at is not None or allowed(queue, log, now) > 0
+    mates = sum(1 for other in others if run.key is not None and other.key == run.key)
+    if bound is not None and mates >= bound:
+        return False
+    if run.started_at is not None:
+        return True
+    recent = (started or Counter())[run.key] if run.key is not None else 0
+    if queue.key_rate is not None and recent >= queue.key_rate:
+        return False
+    return allowed(queue, log, now) > 0

@@ -47,7 +47,10 @@ def check_queue_round_trip(make: MakeBackend) -> None:
     read them back; a queue that declared nothing is None."""
     with _opened(make) as backend:
         assert backend.get_queue("q") is None and list(backend.list_queues()) == []
-        first = Queue(name="q", concurrency=3, key_concurrency=1, rate=10, per=1.5)
+        first = Queue(
+            name="q", concurrency=3, key_concurrency=1, rate=10, per=1.5, key_rate=2,
+            key_per=0.25,
+        )  # fmt: skip
         assert backend.put_queue(first) == first and backend.get_queue("q") == first
         second = Queue(name="q", rate=5, per=60.0)
         backend.put_queue(second)
@@ -148,6 +151,32 @@ def check_rate_window(make: MakeBackend) -> None:
         resumed = _get(backend, "r0")
         assert backend.release_run("r0", resumed.epoch)
         assert _claim(backend) == ["r0"], "a resumed run needs no start from the rate"
+
+
+def check_key_rate_window(make: MakeBackend) -> None:
+    """No more first starts of one key in any window of ``key_per`` seconds than the key
+    rate allows, across racing claimers; other keys and unkeyed runs are not held back;
+    a run claimed on its own (claim_run) obeys it too; a resumed run is no start."""
+    with _opened(make) as backend:
+        per = 0.8
+        backend.put_queue(Queue(name="q", key_rate=2, key_per=per))
+        for i in range(6):
+            backend.create_run(_run(f"a{i}", key="a"))
+        backend.create_run(_run("b0", key="b"))
+        backend.create_run(_run("plain"))
+        started = time.monotonic()
+        got = _race(3, lambda i: _claim(backend, 3, owner=f"{OWNER}-{i}"))
+        claimed = sorted(run_id for batch in got for run_id in batch)
+        assert claimed == ["a0", "a1", "b0", "plain"], claimed
+        assert _claim(backend) == [], "key a used its two starts in the window"
+        epoch = _get(backend, "a2").epoch
+        refused = backend.claim_run("a2", owner=OWNER, lease=30, epoch=epoch)
+        assert refused is None, "claim_run obeys the key rate too"
+        time.sleep(max(0.0, per - (time.monotonic() - started)) + 0.05)
+        assert sorted(_claim(backend)) == ["a2", "a3"], "the window moved on"
+        resumed = _get(backend, "a0")
+        assert backend.release_run("a0", resumed.epoch)
+        assert _claim(backend) == ["a0"], "a resumed run needs no start from the key rate"
 
 
 def check_debounce_coalesces_a_burst(make: MakeBackend) -> None:

@@ -32,15 +32,17 @@ class QueueStatements(Compiler):
     def _define_queues(self) -> None:
         q, r, now = queues.c, runs.c, self._now
         name = bind("name", q.name)
-        limits = (q.name, q.concurrency, q.key_concurrency, q.rate, q.per, q.rate_log)
+        limits = (
+            q.name, q.concurrency, q.key_concurrency, q.rate, q.per, q.rate_log, q.key_rate,
+            q.key_per,
+        )  # fmt: skip
         self.get_queue = self.compile(sa.select(*limits).where(q.name == name))
         lock = sa.select(*limits).where(q.name == name)
         self.lock_queue = self.compile(lock.with_for_update() if self.postgres else lock)
         by_name = sa.collate(q.name, "C") if self.postgres else q.name
         self.list_queues = self.compile(sa.select(*limits).order_by(by_name))
-        written = {
-            c: bind(c, q[c]) for c in ("name", "concurrency", "key_concurrency", "rate", "per")
-        }
+        declared = ("name", "concurrency", "key_concurrency", "rate", "per", "key_rate", "key_per")
+        written = {c: bind(c, q[c]) for c in declared}
         insert = self._insert(queues).values(**written, rate_log=sa.null(), updated_at=now)
         self.put_queue = self.compile(
             insert.on_conflict_do_update(
@@ -83,6 +85,16 @@ class QueueStatements(Compiler):
                 *live,
             )
         )
+        # A key's first starts since :since (its key rate's window), for claim_run.
+        self.count_started_key = self.compile(
+            sa.select(sa.func.count())
+            .select_from(runs)
+            .where(
+                r.queue == bind("queue", r.queue),
+                r.concurrency_key == bind("key", r.concurrency_key),
+                r.started_at > bind("since", r.started_at),
+            )
+        )
         self._define_claim_limited()
         self._define_usage()
         self._define_debounce()
@@ -117,11 +129,14 @@ class QueueStatements(Compiler):
             .subquery("head")
         )
         h = head.c
+        first_start: Any = sa.case((h.started_at.is_(None), _ONE), else_=_ZERO)
+        in_key = (h.priority.desc(), h.created_at)
         candidates = sa.select(
             *h,
-            sa.func.row_number()
-            .over(partition_by=h.k, order_by=(h.priority.desc(), h.created_at))
-            .label("rank"),
+            sa.func.row_number().over(partition_by=h.k, order_by=in_key).label("rank"),
+            sa.func.sum(first_start)
+            .over(partition_by=h.k, order_by=in_key, rows=(None, 0))
+            .label("fresh_rank"),
         ).subquery("candidates")
         c = candidates.c
         x = runs.alias("x")
@@ -136,7 +151,25 @@ class QueueStatements(Compiler):
             )
             .scalar_subquery()
         )
-        first_start: Any = sa.case((c.started_at.is_(None), _ONE), else_=_ZERO)
+        z = runs.alias("z")
+        key_rate = sa.bindparam("key_rate", type_=sa.Integer)
+        started_of_key = (
+            sa.select(sa.func.count())
+            .select_from(z)
+            .where(
+                z.c.queue == bind("queue", r.queue),
+                z.c.concurrency_key == c.k,
+                z.c.started_at > at - bind("key_per", z.c.started_at),
+            )
+            .scalar_subquery()
+        )
+        within_key_rate = sa.or_(
+            c.k.is_(None),
+            c.started_at.is_not(None),
+            key_rate.is_(None),
+            c.fresh_rank + started_of_key <= key_rate,
+        )
+        first_start = sa.case((c.started_at.is_(None), _ONE), else_=_ZERO)
         eligible = (
             sa.select(
                 c.id,
@@ -147,7 +180,10 @@ class QueueStatements(Compiler):
                 .over(order_by=(c.priority.desc(), c.created_at), rows=(None, 0))
                 .label("fresh"),
             )
-            .where(sa.or_(c.k.is_(None), c.bound.is_(None), c.rank + running_of_key <= c.bound))
+            .where(
+                sa.or_(c.k.is_(None), c.bound.is_(None), c.rank + running_of_key <= c.bound),
+                within_key_rate,
+            )
             .subquery("eligible")
         )
         e = eligible.c

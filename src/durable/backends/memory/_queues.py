@@ -135,6 +135,12 @@ class MemoryQueues(MemoryBase):
     def _running_in(self, queue: str, now: float) -> list[Run]:
         return [r for r in self._runs.values() if r.queue == queue and queues.live(r, now)]
 
+    def _key_starts(self, queue: Queue, now: float) -> Counter[str]:
+        if queue.key_rate is None:
+            return Counter()
+        mine = [r for r in self._runs.values() if r.queue == queue.name]
+        return queues.key_starts(queue, mine, now)
+
     def _limits(self, name: str, ready: list[Run], limit: int, now: float) -> list[Run]:
         """Which of *ready* a claim of queue *name* takes (all, up to *limit*, if it
         declares no limits); a rate's log notes the first starts."""
@@ -142,7 +148,10 @@ class MemoryQueues(MemoryBase):
         if queue is None:
             return ready[:limit]
         log = self._rate_logs.get(name, [])
-        chosen = queues.choose(queue, ready, self._running_in(name, now), log, now=now, limit=limit)
+        chosen = queues.choose(
+            queue, ready, self._running_in(name, now), log, now=now, limit=limit,
+            started=self._key_starts(queue, now),
+        )  # fmt: skip
         self._started(queue, log, now, chosen)
         return chosen
 
@@ -153,7 +162,9 @@ class MemoryQueues(MemoryBase):
         if queue is None:
             return True
         log = self._rate_logs.get(run.queue, [])
-        if not queues.admits(queue, run, self._running_in(run.queue, now), log, now):
+        running = self._running_in(run.queue, now)
+        started = self._key_starts(queue, now)
+        if not queues.admits(queue, run, running, log, now, started=started):
             return False
         self._started(queue, log, now, [run])
         return True

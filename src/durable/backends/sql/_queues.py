@@ -26,7 +26,10 @@ _UNLIMITED_FOR = 1.0
 
 
 def _queue(row: Sequence[Any]) -> Queue:
-    return Queue(name=row[0], concurrency=row[1], key_concurrency=row[2], rate=row[3], per=row[4])
+    return Queue(
+        name=row[0], concurrency=row[1], key_concurrency=row[2], rate=row[3], per=row[4],
+        key_rate=row[6], key_per=row[7],
+    )  # fmt: skip
 
 
 class SQLQueues(SQLBase):
@@ -46,6 +49,8 @@ class SQLQueues(SQLBase):
             "key_concurrency": queue.key_concurrency,
             "rate": queue.rate,
             "per": queue.per,
+            "key_rate": queue.key_rate,
+            "key_per": queue.key_per,
         }
         row = self._db.run(
             f"Declaring queue {queue.name!r}",
@@ -206,6 +211,8 @@ class SQLQueues(SQLBase):
                         "fresh_cap": fresh_cap - _fresh(runs),
                         "cap": limit - len(runs),
                         "scan": scan,
+                        "key_rate": limits.key_rate,
+                        "key_per": limits.key_per,
                     }
                     claimed = self._execute(session, self._sql.claim_limited, values).fetchall()
                     runs += [_rows.run(found) for found in claimed]
@@ -250,6 +257,12 @@ class SQLQueues(SQLBase):
         fresh = run.started_at is None
         if fresh and queues.allowed(limits, log, now) <= 0:
             return None
+        if fresh and run.key is not None and limits.key_rate is not None:
+            since = now - (limits.key_per or 0.0)
+            values_of_key = {"queue": run.queue, "key": run.key, "since": since}
+            started = self._execute(session, self._sql.count_started_key, values_of_key)
+            if started.fetchone()[0] >= limits.key_rate:
+                return None
         row = self._execute(session, self._sql.claim_run_unguarded, values).fetchone()
         claimed = None if row is None else _rows.run(row)
         if claimed is not None and fresh and limits.rate is not None:

@@ -37,7 +37,8 @@ function fillRow(row, queue) {
   row.setAttribute("data-full", String(full));
   limit.textContent = limitText(queue.concurrency);
   keyLimit.textContent = limitText(queue.key_concurrency);
-  rate.textContent = queue.rate === null ? "—" : queue.rate;
+  const rates = [queue.rate, queue.key_rate === null ? null : `${queue.key_rate} per key`];
+  rate.textContent = rates.filter((text) => text !== null).join(" · ") || "—";
   oldest.textContent = formatDuration(queue.oldest_queued_age);
   if (queue.oldest_queued_at) oldest.setAttribute("title", `since ${queue.oldest_queued_at}`);
   else oldest.removeAttribute("title");
