@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from durable.backends._protocol.waits import TIMERS
 from durable.backends._schema import queues, runs
 
-from .base import QUEUED, RUNNING, WAITING, Compiler, bind
+from .base import QUEUED, RUNNING, WAITING, Compiler, Statement, bind
 
 _ONE: Any = sa.literal_column("1")
 _ZERO: Any = sa.literal_column("0")
@@ -95,15 +95,19 @@ class QueueStatements(Compiler):
                 r.started_at > bind("since", r.started_at),
             )
         )
-        self._define_claim_limited()
+        self.claim_limited = self._claim_limited(key_rated=False)
+        #: claim_limited for a queue that declares a key rate (:key_rate, :key_per).
+        self.claim_limited_key_rate = self._claim_limited(key_rated=True)
         self._define_usage()
         self._define_debounce()
 
-    def _define_claim_limited(self) -> None:
+    def _claim_limited(self, *, key_rated: bool) -> Statement:
         """``claim_limited``: `durable.core.queues.choose` in SQL, and the claim, in one
         statement: the queue's free slots (``:concurrency`` less its runs on live
         leases, NULL for no limit) cap it. Its times are the statement's clock, so a
-        run it started for the first time has ``started_at == updated_at``."""
+        run it started for the first time has ``started_at == updated_at``. With
+        *key_rated*, a first start of a key also needs room under the key rate (a
+        statement of its own: the per-row count costs nothing where there is none)."""
         r, at = runs.c, self._statement_now
         order = (r.priority.desc(), r.created_at)
         key_limit = sa.func.coalesce(r.key_limit, bind("key_default", r.key_limit))
@@ -131,13 +135,13 @@ class QueueStatements(Compiler):
         h = head.c
         first_start: Any = sa.case((h.started_at.is_(None), _ONE), else_=_ZERO)
         in_key = (h.priority.desc(), h.created_at)
-        candidates = sa.select(
-            *h,
-            sa.func.row_number().over(partition_by=h.k, order_by=in_key).label("rank"),
-            sa.func.sum(first_start)
-            .over(partition_by=h.k, order_by=in_key, rows=(None, 0))
-            .label("fresh_rank"),
-        ).subquery("candidates")
+        ranks = [sa.func.row_number().over(partition_by=h.k, order_by=in_key).label("rank")]
+        if key_rated:
+            fresh_rank = sa.func.sum(first_start).over(
+                partition_by=h.k, order_by=in_key, rows=(None, 0)
+            )
+            ranks.append(fresh_rank.label("fresh_rank"))
+        candidates = sa.select(*h, *ranks).subquery("candidates")
         c = candidates.c
         x = runs.alias("x")
         running_of_key = (
@@ -151,24 +155,27 @@ class QueueStatements(Compiler):
             )
             .scalar_subquery()
         )
-        z = runs.alias("z")
-        key_rate = sa.bindparam("key_rate", type_=sa.Integer)
-        started_of_key = (
-            sa.select(sa.func.count())
-            .select_from(z)
-            .where(
-                z.c.queue == bind("queue", r.queue),
-                z.c.concurrency_key == c.k,
-                z.c.started_at > at - bind("key_per", z.c.started_at),
+        within_key_rate: list[Any] = []
+        if key_rated:
+            z = runs.alias("z")
+            started_of_key = (
+                sa.select(sa.func.count())
+                .select_from(z)
+                .where(
+                    z.c.queue == bind("queue", r.queue),
+                    z.c.concurrency_key == c.k,
+                    z.c.started_at > at - bind("key_per", z.c.started_at),
+                )
+                .scalar_subquery()
             )
-            .scalar_subquery()
-        )
-        within_key_rate = sa.or_(
-            c.k.is_(None),
-            c.started_at.is_not(None),
-            key_rate.is_(None),
-            c.fresh_rank + started_of_key <= key_rate,
-        )
+            key_rate = sa.bindparam("key_rate", type_=sa.Integer)
+            within_key_rate.append(
+                sa.or_(
+                    c.k.is_(None),
+                    c.started_at.is_not(None),
+                    c.fresh_rank + started_of_key <= key_rate,
+                )
+            )
         first_start = sa.case((c.started_at.is_(None), _ONE), else_=_ZERO)
         eligible = (
             sa.select(
@@ -182,7 +189,7 @@ class QueueStatements(Compiler):
             )
             .where(
                 sa.or_(c.k.is_(None), c.bound.is_(None), c.rank + running_of_key <= c.bound),
-                within_key_rate,
+                *within_key_rate,
             )
             .subquery("eligible")
         )
@@ -213,7 +220,7 @@ class QueueStatements(Compiler):
             .order_by(e.priority.desc(), e.created_at)
             .limit(most)
         )
-        self.claim_limited = self.compile(
+        return self.compile(
             sa.update(runs)
             .where(r.id.in_(chosen.scalar_subquery()), r.status == QUEUED)
             .values(

@@ -197,6 +197,9 @@ class SQLQueues(SQLBase):
                     now = float(self._execute(session, self._sql.now, {}).fetchone()[0])
                     fresh_cap = queues.allowed(limits, log, now)
                 runs: list[Run] = []
+                claim = self._sql.claim_limited
+                if limits.key_rate is not None:
+                    claim = self._sql.claim_limited_key_rate
                 # The first few queued runs; all of them only when those yield nothing
                 # (keys held back at the whole head of the queue; with no free slot the
                 # statement's LIMIT is 0, and it reads nothing either time).
@@ -214,7 +217,7 @@ class SQLQueues(SQLBase):
                         "key_rate": limits.key_rate,
                         "key_per": limits.key_per,
                     }
-                    claimed = self._execute(session, self._sql.claim_limited, values).fetchall()
+                    claimed = self._execute(session, claim, values).fetchall()
                     runs += [_rows.run(found) for found in claimed]
                     if claimed:
                         break
