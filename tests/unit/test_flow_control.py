@@ -15,6 +15,7 @@ import durable
 from durable import task, workflow
 from durable.core.queues import Queue, admits, choose, key_starts, make_queue
 from durable.core.records import Run, RunQuery, RunStatus
+from durable.runtime import limits
 
 running_now: list[str] = []
 most: dict[str, int] = {}
@@ -151,6 +152,21 @@ def test_choose_keeps_each_keys_rate_counting_its_recent_starts() -> None:
     assert admits(queue, fresh, [], [], 100.0, started=recent)
     assert not admits(queue, fresh, [], [], 100.0, started=recent + recent)
     assert admits(queue, _run("a8", key="a", started=1.0), [], [], 100.0, started=recent + recent)
+
+
+def test_a_worker_claims_again_as_soon_as_its_own_run_frees_a_slot(
+    engine: durable.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim held back by a limit is retried when one of the worker's runs ends, not
+    only at the next retry: with the retry and the poll an hour away, five runs of a
+    queue of one slot still run one after the other."""
+    monkeypatch.setattr(limits, "SOON", 3600.0)
+    durable.queue("single", concurrency=1)
+    handles = [durable.dispatch(occupy, f"s{i}", "single", queue="single") for i in range(5)]
+    with durable.Worker(engine, queues=["single"], concurrency=4, poll=3600):
+        results = [handle.result(timeout=20) for handle in handles]
+    assert sorted(results) == [f"s{i}" for i in range(5)]
+    assert most["single"] == 1
 
 
 def test_a_worker_keeps_each_keys_rate(engine: durable.Engine) -> None:

@@ -76,6 +76,13 @@ class Watch:
         self._topics = topics
         self._seen = seen
         self._cap = cap
+        self._poked = False
+
+    def poke(self) -> None:
+        """Wake this watch's wait now (its owner has news of its own)."""
+        with self._hub._condition:
+            self._poked = True
+            self._hub._condition.notify_all()
 
     def wait(self, timeout: float) -> bool:
         """Block until a watched topic changes or *timeout* (capped) passes.
@@ -88,7 +95,9 @@ class Watch:
         hub = self._hub
         with hub._condition:
             changed = hub._condition.wait_for(
-                lambda: hub._snapshot(self._topics) != self._seen, max(timeout, 0.0)
+                lambda: self._poked or hub._snapshot(self._topics) != self._seen,
+                max(timeout, 0.0),
             )
             self._seen = hub._snapshot(self._topics)
+            self._poked = False
         return changed

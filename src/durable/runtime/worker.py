@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from durable.backends import TIMERS, Backend
+from durable.backends import TIMERS, Backend, Watch
 from durable.core import faults
 from durable.core.records import Run, RunStatus
 from durable.core.text import check_text
@@ -83,6 +83,7 @@ class Worker:
         self._turn = 0
         self._held = HeldBack(self.engine.backend, self.queues)
         self._retry_in = math.inf  # when a limited queue is worth claiming from again
+        self._loop_watch: Watch | None = None  # what the claim loop waits on
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="durable-worker")
 
@@ -121,6 +122,8 @@ class Worker:
             # Hand back at their next durable call, not once the claim loop has noticed:
             # that may take a poll, long enough for a run to start its next task here.
             self.engine.leases.draining.update(self._active)
+        if self._loop_watch is not None:
+            self._loop_watch.poke()  # the claim loop stops now, not at its next poll
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         with self._slots:
@@ -152,6 +155,7 @@ class Worker:
     def _loop(self) -> None:
         backend = self.engine.backend
         watch = backend.watch([*(f"queue:{queue}" for queue in self.queues), TIMERS])
+        self._loop_watch = watch
         timers = _Timers(backend, self.poll)
         ticker = schedules.Ticker(self.engine, self.poll)
         self._declare()
@@ -292,6 +296,10 @@ class Worker:
             with self._slots:
                 self._active.pop(run.id, None)
                 self._slots.notify_all()
+            if self._retry_in < math.inf and self._loop_watch is not None:
+                # The last claim left runs queued for want of a slot or a start: this
+                # one's end may free one, so look now rather than at the next retry.
+                self._loop_watch.poke()
 
 
 class _Timers:

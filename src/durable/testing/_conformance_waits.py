@@ -247,7 +247,8 @@ def check_wake_due_race(make: MakeBackend) -> None:
 
 
 def check_watch_wakes_waiters(make: MakeBackend) -> None:
-    """A watch on run:<id> returns early when that run finishes, and queue:<name> on work."""
+    """A watch on run:<id> returns early when that run finishes, and queue:<name> on work;
+    `Watch.poke` ends a wait from another thread."""
     with _opened(make) as backend:
         backend.create_run(_new())
         watch = backend.watch(["run:run-1"])
@@ -263,6 +264,15 @@ def check_watch_wakes_waiters(make: MakeBackend) -> None:
         started = time.monotonic()
         assert queue_watch.wait(5), "a change made before the wait is not lost"
         assert time.monotonic() - started < 0.5
+        # poke: its owner's own news ends the wait (a backend that polls may end it
+        # sooner, saying nothing changed), once
+        poker = threading.Timer(0.05, queue_watch.poke)
+        poker.start()
+        deadline = time.monotonic() + 2
+        while not queue_watch.wait(5):
+            assert time.monotonic() < deadline, "a poke ends the wait"
+        poker.join(5)
+        assert not queue_watch.wait(0), "a poke is spent by the wait it ended"
         # A watch may wake early (SQLite's poll): the finish must not outlive the backend.
         finisher.join(5)
 

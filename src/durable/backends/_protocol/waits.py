@@ -23,6 +23,11 @@ class Watch(Protocol):
         """
         ...
 
+    def poke(self) -> None:
+        """End the current (or the next) `wait` now, as if a topic had changed: for the
+        watch's owner, from another thread, with news the database does not signal."""
+        ...
+
 
 class WaitStore(Protocol):
     """Runs waiting for a time, an event or another run, and the events they receive.
