@@ -40,3 +40,15 @@ def test_a_topic_notified_again_is_remembered_longer() -> None:
     hub.notify("run:last")  # past the bound: the oldest half is forgotten
     assert "run:busy" in hub._versions
     assert "run:0" not in hub._versions
+
+
+def test_a_poke_ends_one_wait() -> None:
+    """A poke ends the watch's next wait (made before it, or after), and only that one:
+    a worker's claim loop woken by its own run's end does not spin."""
+    hub = Hub()
+    watch = hub.watch(["queue:q"])
+    other = hub.watch(["queue:q"])
+    watch.poke()
+    assert watch.wait(0), "a poke made before the wait ends it"
+    assert not watch.wait(0), "and is spent by it"
+    assert not other.wait(0), "another watch of the same topics is not poked"

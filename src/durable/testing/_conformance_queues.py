@@ -158,7 +158,7 @@ def check_key_rate_window(make: MakeBackend) -> None:
     rate allows, across racing claimers; other keys and unkeyed runs are not held back;
     a run claimed on its own (claim_run) obeys it too; a resumed run is no start."""
     with _opened(make) as backend:
-        per = 0.8
+        per = 1.5  # long enough that the checks before the sleep fall inside the window
         backend.put_queue(Queue(name="q", key_rate=2, key_per=per))
         for i in range(6):
             backend.create_run(_run(f"a{i}", key="a"))
