@@ -13,6 +13,7 @@ its row (`RunStatements.claim_next`): a claim that sees the row goes the locked 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -143,30 +144,11 @@ class QueueStatements(Compiler):
             ranks.append(fresh_rank.label("fresh_rank"))
         candidates = sa.select(*h, *ranks).subquery("candidates")
         c = candidates.c
-        x = runs.alias("x")
-        running_of_key = (
-            sa.select(sa.func.count())
-            .select_from(x)
-            .where(
-                x.c.queue == bind("queue", r.queue),
-                x.c.concurrency_key == c.k,
-                x.c.status == RUNNING,
-                x.c.lease_until >= at,
-            )
-            .scalar_subquery()
-        )
+        running_of_key = _of_key(c.k, "x", lambda x: (x.status == RUNNING, x.lease_until >= at))
         within_key_rate: list[Any] = []
         if key_rated:
-            z = runs.alias("z")
-            started_of_key = (
-                sa.select(sa.func.count())
-                .select_from(z)
-                .where(
-                    z.c.queue == bind("queue", r.queue),
-                    z.c.concurrency_key == c.k,
-                    z.c.started_at > at - bind("key_per", z.c.started_at),
-                )
-                .scalar_subquery()
+            started_of_key = _of_key(
+                c.k, "z", lambda z: (z.started_at > at - bind("key_per", z.started_at),)
             )
             key_rate = sa.bindparam("key_rate", type_=sa.Integer)
             within_key_rate.append(
@@ -307,3 +289,15 @@ class QueueStatements(Compiler):
             )
             .values(debounce_key=sa.null())
         )
+
+
+def _of_key(key: Any, alias: str, where: Callable[[Any], tuple[Any, ...]]) -> Any:
+    """How many runs of :queue with the candidate's *key* meet *where* (given the
+    columns of the runs table under *alias*): a count correlated with the candidate."""
+    other = runs.alias(alias).c
+    return (
+        sa.select(sa.func.count())
+        .where(other.queue == bind("queue", runs.c.queue), other.concurrency_key == key)
+        .where(*where(other))
+        .scalar_subquery()
+    )
