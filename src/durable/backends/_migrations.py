@@ -122,6 +122,13 @@ def _v10_to_v11(dialect: sa.Dialect, execute: Execute) -> None:
         execute(f"ALTER TABLE durable_schedules ADD COLUMN {column}")
 
 
+def _v11_to_v12(dialect: sa.Dialect, execute: Execute) -> None:
+    """Safe deploys: each run's code version, and a fork's origin."""
+    for name in ("version", "origin"):
+        column = CreateColumn(runs.c[name]).compile(dialect=dialect)
+        execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -134,6 +141,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     8: _v8_to_v9,
     9: _v9_to_v10,
     10: _v10_to_v11,
+    11: _v11_to_v12,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

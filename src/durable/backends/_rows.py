@@ -56,6 +56,8 @@ def run(row: Sequence[Any]) -> Run:
         state=row[22],
         key=row[23],
         key_limit=row[24],
+        version=row[26],
+        origin=row[27],
     )
 
 

@@ -51,6 +51,10 @@ runs = sa.Table(
     sa.Column("concurrency_key", sa.Text),
     sa.Column("key_limit", sa.Integer),
     sa.Column("debounce_key", sa.Text),
+    # Added in version 12 (safe deploys): the code version of the process that started
+    # the run, and the run whose history a fork copied (its origin).
+    sa.Column("version", sa.Text),
+    sa.Column("origin", sa.Text),
     # recover() and the lease sweep look for RUNNING runs by lease expiry.
     sa.Index("durable_runs_status_lease", "status", "lease_until"),
     sa.Index("durable_runs_created", "created_at"),
@@ -307,7 +311,7 @@ debounce_index = sa.Index(
 )
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 Execute = Callable[[str], None]
 

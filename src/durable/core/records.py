@@ -156,6 +156,9 @@ class NewRun:
     #: a queued run that may not start before this moment (a jittered schedule tick):
     #: created WAITING with this ``wake_at``; None starts as soon as a worker claims it.
     start_at: float | None = None
+    #: see `Run.version`, `Run.origin`.
+    version: str | None = None
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,6 +199,11 @@ class Run:
     #: limit on how many of them run at once (else its queue's ``key_concurrency``).
     key: str | None = None
     key_limit: int | None = None
+    #: the code version of the process that created it (`configure(version=)`), or of
+    #: the worker that first started it, if that worker declares one.
+    version: str | None = None
+    #: the run whose history this one's first positions were copied from (a fork).
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -262,6 +262,7 @@ class QueueStatements(Compiler):
             concurrency_key=bind("key", r.concurrency_key),
             key_limit=bind("key_limit", r.key_limit),
             debounce_key=bind("key", r.debounce_key),
+            version=bind("version", r.version),
         )
         pushed = insert.excluded.wake_at
         cap = r.created_at + bind("longest", r.wake_at)

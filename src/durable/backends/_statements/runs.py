@@ -74,6 +74,8 @@ class RunStatements(Compiler):
                 concurrency_key=bind("key", r.concurrency_key),
                 key_limit=bind("key_limit", r.key_limit),
                 wake_at=bind("wake_at", r.wake_at),
+                version=bind("version", r.version),
+                origin=bind("origin", r.origin),
             )
             .on_conflict_do_nothing(index_elements=[r.id])
         )
@@ -89,10 +91,11 @@ class RunStatements(Compiler):
         if self.postgres:
             columns = [
                 r.id, r.workflow, r.input, r.call_hash, r.queue, r.priority, r.deadline_at,
-                r.wake_at,
+                r.wake_at, r.version,
             ]  # fmt: skip
             names = [
                 "id", "workflow", "input", "call_hash", "queue", "priority", "timeout", "wake_at",
+                "version",
             ]  # fmt: skip
             v = self._unnest(columns, names)
             status = sa.case((v.c.wake_at.is_(None), QUEUED), else_=WAITING)
@@ -100,12 +103,13 @@ class RunStatements(Compiler):
                 [
                     "id", "workflow", "status", "input", "call_hash", "epoch", "recoveries",
                     "created_at", "updated_at", "queue", "priority", "cancel_requested",
-                    "deadline_at", "wake_at",
+                    "deadline_at", "wake_at", "version",
                 ],
                 sa.select(
                     v.c.id, v.c.workflow, status, v.c.input, v.c.call_hash,
                     sa.literal_column("0"), sa.literal_column("0"), now, now, v.c.queue,
                     v.c.priority, sa.literal_column("0"), now + v.c.timeout, v.c.wake_at,
+                    v.c.version,
                 ),
             )  # fmt: skip
             self.create_queued_runs = self.compile(

@@ -116,7 +116,7 @@ class MemoryQueues(MemoryBase):
                 updated_at=now, finished_at=None, queue=new.queue, priority=new.priority,
                 wake_at=now + window,
                 deadline_at=None if new.timeout is None else now + new.timeout,
-                key=new.key, key_limit=new.key_limit,
+                key=new.key, key_limit=new.key_limit, version=new.version,
             )  # fmt: skip
             self._runs[run.id] = run
             self._history[run.id] = {}

@@ -63,6 +63,8 @@ class MemoryRuns(MemoryBase):
                 key=new.key,
                 key_limit=new.key_limit,
                 wake_at=later,
+                version=new.version,
+                origin=new.origin,
             )
             self._runs[new.id] = run
             self._history[new.id] = {}

@@ -37,6 +37,7 @@ class SQLMany(SQLBase):
                 "prioritys": [new.priority for new in news],
                 "timeouts": [new.timeout for new in news],
                 "wake_ats": [new.start_at for new in news],
+                "versions": [new.version for new in news],
             }
             statement = self._sql.create_queued_runs
 
@@ -63,6 +64,7 @@ class SQLMany(SQLBase):
                         "owner": None, "lease": None, "parent_id": None, "queue": new.queue,
                         "priority": new.priority, "owned": 0, "timeout": new.timeout,
                         "key": None, "key_limit": None, "wake_at": new.start_at,
+                        "version": new.version, "origin": None,
                     }  # fmt: skip
                     rows = self._execute(session, single, values).fetchall()
                     if rows:

@@ -134,6 +134,7 @@ class SQLQueues(SQLBase):
             "key": new.key,
             "key_limit": new.key_limit,
             "longest": longest,
+            "version": new.version,
         }
         if new.key_limit is not None:
             self._db.run(

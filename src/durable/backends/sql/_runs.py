@@ -69,6 +69,8 @@ class SQLRuns(SQLBase):
             "key": new.key,
             "key_limit": new.key_limit,
             "wake_at": later,
+            "version": new.version,
+            "origin": new.origin,
         }
         statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
         if new.key_limit is not None:  # its queue's claims must take the locked way
@@ -113,6 +115,8 @@ class SQLRuns(SQLBase):
                     key=new.key,
                     key_limit=new.key_limit,
                     wake_at=later,
+                    version=new.version,
+                    origin=new.origin,
                 )
                 return run, True
             existing = self.get_run(new.id)
