@@ -11,6 +11,7 @@ from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
 from .api.handles import Handle, cancel, dispatch, get, pause, resume
 from .api.heartbeats import heartbeat, last_heartbeat
+from .api.patches import deprecate_patch, patched
 from .api.queues import queue
 from .api.recorded import info, now, random, set_state, task_key, uuid4
 from .api.schedules import schedule
@@ -60,6 +61,7 @@ __all__ = [
     "WorkflowTimeout",
     "cancel",
     "configure",
+    "deprecate_patch",
     "dispatch",
     "errors",
     "execute",
@@ -72,6 +74,7 @@ __all__ = [
     "info",
     "last_heartbeat",
     "now",
+    "patched",
     "pause",
     "purge",
     "queue",

@@ -79,9 +79,9 @@ def test_check_as_a_table(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """The table: one line per unfinished run, ok or where it would diverge, and a
     count at the end; stored runs are left as they were."""
     lines = cli("check", APP).out.splitlines()
-    assert lines[0].split() == ["RUN", "WORKFLOW", "STATUS", "RESULT"]
+    assert lines[0].split() == ["RUN", "WORKFLOW", "STATUS", "VERSION", "RESULT"]
     assert sorted(line.split()[0] for line in lines[1:3]) == ["ap-1", "sw-1"]
-    assert all(line.split()[2:] == ["waiting", "ok"] for line in lines[1:3])
+    assert all(line.split()[2:] == ["waiting", "-", "ok"] for line in lines[1:3])
     assert lines[3] == "2 checked: 0 would diverge."
 
     monkeypatch.setattr(cli_app, "VARIANT", "b")

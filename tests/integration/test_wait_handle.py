@@ -66,15 +66,18 @@ def test_postgres_waiter_is_woken_by_notify_from_a_worker_process(
     """A run of 2.5 s finished by a worker process: the waiter here returns within
     0.25 s of the finish (a once-a-second re-read would take about 0.5 s: the run ends
     midway between two) and reads the run at most 4 times (first look, the re-reads at
-    1 s and 2 s, and the one the notification prompts)."""
+    1 s and 2 s, and the one the notification prompts; one more per second the run
+    started late)."""
     worker = start_worker(children)
     waited(engine, 0.0, "warm-up")  # also starts this process's LISTEN connection
     reads = count_reads(engine, monkeypatch)
     lag = waited(engine, 2.5, "long")
     during = len(reads) - 1  # the last read is `waited` fetching finished_at
+    # A loaded machine may start the run late: one re-read per whole second waited.
+    allowed = 2 + int(reads[-1] - reads[0])
     print(f"woken {lag * 1000:.1f} ms after the finish; {during} reads while waiting")
     assert lag < 0.25, f"the waiter woke {lag:.3f} s after the run finished"
-    assert during <= 4, f"{during} reads of the run in 2.5 s of waiting"
+    assert during <= allowed, f"{during} reads of the run in {reads[-1] - reads[0]:.1f} s"
     stop_all(children, [worker])
 
 

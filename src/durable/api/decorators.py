@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
-from durable.core.functions import Durable
+from durable.core.functions import ON_DIVERGENCE, Durable
 from durable.core.limits import TaskLimits
 from durable.core.records import StepKind
 from durable.core.retry import RetryPolicy
@@ -86,6 +86,7 @@ def workflow(
     *,
     name: str | None = None,
     timeout: timedelta | float | None = None,
+    on_divergence: str = "block",
     schedule: str | None = None,
     every: timedelta | float | None = None,
     **schedule_options: Any,
@@ -96,6 +97,7 @@ def workflow(
     *,
     name: str | None = None,
     timeout: timedelta | float | None = None,
+    on_divergence: str = "block",
     schedule: str | None = None,
     every: timedelta | float | None = None,
     **schedule_options: Any,
@@ -123,6 +125,11 @@ def workflow(
             ends then), its ``finally`` blocks run, its unfinished children are
             cancelled, and the run ends ``timed_out``: ``result()`` raises
             `WorkflowTimeout`.
+        on_divergence: what a run does when its code no longer matches its history
+            (docs/concepts/replay.md, "Shipping a change"): ``"block"`` (the default)
+            stops it BLOCKED, with nothing lost, to resume once the code matches again;
+            ``"fail"`` ends it FAILED with the `NondeterminismError`, for runs that are
+            better retried from scratch (or forked) than held.
         schedule, every: run it on this cron expression (``"0 3 * * *"``), or at this
             interval, from every worker that has the code (stored as the schedule
             named after the workflow; a tick fires once however many workers run).
@@ -131,11 +138,17 @@ def workflow(
 
     Raises:
         ConfigurationError: *timeout* is not a positive duration.
-        ValueError: a bad cron expression, zone, interval or schedule option (named).
+        ValueError: a bad *on_divergence*, cron expression, zone, interval or schedule
+            option (named).
         TypeError: a class without ``handle(self)``, or with a handler whose parameters
             are not the expected ones.
     """
     limits = TaskLimits.of(timeout, None, None, decorator="workflow")
+    if on_divergence not in ON_DIVERGENCE:
+        raise ValueError(
+            f"@workflow(on_divergence={on_divergence!r}): choose 'block' (stop the run "
+            "until the code matches its history again) or 'fail' (end it failed)."
+        )
     spec = None
     if schedule is not None or every is not None or schedule_options:
         unknown = set(schedule_options) - SCHEDULE_OPTIONS
@@ -145,6 +158,7 @@ def workflow(
 
     def make(f: Any) -> Workflow[Any, Any]:
         made = _workflow(f, name, limits)
+        made.on_divergence = on_divergence
         if spec is not None:
             schedules.DECLARED[made.name] = spec
         return made

@@ -39,8 +39,46 @@ COLUMNS = (
     Column("RUN", 32, field("run_id")),
     Column("WORKFLOW", 40, field("workflow")),
     Column("STATUS", 9, field("status")),
+    Column("VERSION", 24, lambda result: result.get("version") or "-"),
     Column("RESULT", 300, verdict),
 )
+
+
+def by_version(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """*results* grouped by the runs' code version (runs with none last), in the order
+    they came within a version."""
+    return sorted(results, key=lambda result: (result["version"] is None, result["version"] or ""))
+
+
+def summary(results: list[dict[str, Any]]) -> list[str]:
+    """The closing lines: the counts, per version when the runs have several, and the
+    runs on each side of every `durable.patched` id met."""
+    diverging = sum(not result["ok"] for result in results)
+    lines = [f"{len(results)} checked: {diverging} would diverge."]
+    versions: dict[str | None, list[int]] = {}
+    sides: dict[str, dict[str, int]] = {}
+    for result in results:
+        counts = versions.setdefault(result["version"], [0, 0])
+        counts[0] += 1
+        counts[1] += not result["ok"]
+        for patch, side in result.get("patches", {}).items():
+            tally = sides.setdefault(patch, {"old": 0, "new": 0})
+            tally[side] += 1
+    if len(versions) > 1:
+        for version, (checked, bad) in versions.items():
+            name = "no version" if version is None else f"version {version}"
+            lines.append(f"  {name}: {checked} checked, {bad} would diverge.")
+    for patch in sorted(sides):
+        old, new = sides[patch]["old"], sides[patch]["new"]
+        advice = (
+            "its old branch can go (deprecate_patch)"
+            if old == 0
+            else "keep its old branch until they finish"
+        )
+        lines.append(
+            f"patch {patch!r}: {old} run(s) on the old branch, {new} on the new: {advice}."
+        )
+    return lines
 
 
 def add_command(commands: Any) -> None:
@@ -73,13 +111,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"durable: cannot import {' '.join(args.modules)}: {error}", file=sys.stderr)
         return 2
     with operations(args) as ops:
-        results = ops.check(limit=args.limit)
+        results = by_version(ops.check(limit=args.limit))
     print_items({"items": results}, args.output, COLUMNS, empty="No unfinished runs to check.")
-    diverging = sum(not result["ok"] for result in results)
     if results:
-        summary = f"{len(results)} checked: {diverging} would diverge."
-        if args.output == "table":
-            print(summary)
-        else:
-            note(summary)
-    return 1 if diverging else 0
+        for line in summary(results):
+            if args.output == "table":
+                print(line)
+            else:
+                note(line)
+    return 1 if any(not result["ok"] for result in results) else 0

@@ -20,6 +20,9 @@ from .records import StepKind
 from .retry import NO_RETRY, RetryPolicy
 from .text import check_text
 
+#: The choices of ``@workflow(on_divergence=)``.
+ON_DIVERGENCE = ("block", "fail")
+
 P = ParamSpec("P")
 R_co = TypeVar("R_co", covariant=True)
 
@@ -60,6 +63,10 @@ class Durable(Generic[P, R_co]):
     """
 
     kind: ClassVar[StepKind]
+    #: what a run does when its code no longer matches its history: ``"block"`` (stop
+    #: BLOCKED, resume once the code matches again) or ``"fail"`` (end FAILED with the
+    #: `NondeterminismError`). Workflows only: `ON_DIVERGENCE`.
+    on_divergence: str = "block"
 
     def __init__(
         self,

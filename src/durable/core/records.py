@@ -100,6 +100,9 @@ class StepKind(StrEnum):
     CANCEL = "cancel"
     #: an event a workflow class's ``on_event`` handled there (its name, id and payload).
     HANDLER = "handler"
+    #: the marker of `durable.patched(name)`: the run reached that point on code that
+    #: has the patch, so it takes the new branch on every replay.
+    PATCH = "patch"
 
 
 #: What a run's owner is asked to do, as bits of one number (``cancel_requested`` in

@@ -26,8 +26,8 @@ _HOW_TO_FIX = (
     "Workflow code must make the same durable calls, with the same arguments, in the same "
     "order every time it replays. A run that meets this is blocked, with nothing "
     "overwritten, and resumes once the code matches its history again. Revert the change, "
-    "or keep the old branch for runs started before it (see docs/concepts/replay.md, "
-    "'Changing workflows')."
+    "or keep the old branch for runs started before it with durable.patched() (see "
+    "docs/concepts/replay.md, 'Shipping a change')."
 )
 
 

@@ -3,7 +3,9 @@
 Each unfinished run's stored history is replayed against the code registered in this
 process, executing and writing nothing (`durable.runtime.dry_replay`). A run whose code now
 makes other durable calls than it recorded would stop as BLOCKED on resuming after a
-deploy; this says so before the deploy.
+deploy; this says so before the deploy. Each result also names the run's code version
+and, per `durable.patched` id the replay met, the branch the run takes ("new" or
+"old"): once no run is on the old side, the old branch may go (`deprecate_patch`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from durable.runtime import registry as _registry
 from durable.runtime.dry_replay import dry_replay
 from durable.runtime.engine import Engine
 
-UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.BLOCKED)
+UNFINISHED = (
+    RunStatus.QUEUED,
+    RunStatus.RUNNING,
+    RunStatus.WAITING,
+    RunStatus.BLOCKED,
+    RunStatus.PAUSED,
+)
 _PAGE = 500
 
 
@@ -43,9 +51,11 @@ def check_run(engine: Engine, run: Run) -> dict[str, Any]:
         "run_id": run.id,
         "workflow": run.workflow,
         "status": run.status.value,
+        "version": run.version,
         "ok": True,
         "position": None,
         "message": "",
+        "patches": {},
     }
     target = _registry.find(run.workflow)
     if target is None:
@@ -61,7 +71,7 @@ def check_run(engine: Engine, run: Run) -> dict[str, Any]:
         return result
     history = engine.backend.load_history(run.id)
     try:
-        dry_replay(engine, target, run, history)
+        taken = dry_replay(engine, target, run, history)
     except NondeterminismError as error:
         # Inspected only: nothing happened to the run; it would block on resuming.
         message = f"would block on resuming with this code: {error}"
@@ -70,4 +80,5 @@ def check_run(engine: Engine, run: Run) -> dict[str, Any]:
         result.update(ok=False, message=str(error))
     else:
         result["message"] = f"replays its {len(history)} recorded step(s)"
+        result["patches"] = {patch: "new" if new else "old" for patch, new in taken.items()}
     return result

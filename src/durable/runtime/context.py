@@ -96,6 +96,8 @@ class RunContext:
         self.hooks: Hooks | None = None
         #: ... and its ``on_event``, if it defines one (see `handlers.py`).
         self.events: Branches | None = None
+        #: `durable.patched` ids met in this execution: where, and the branch taken.
+        self.patches: dict[str, tuple[str, bool]] = {}
         #: taken over from an owner that died; the count resets once this run progresses.
         self._recovering = run.recoveries > 0
         if self._recovering:
@@ -304,10 +306,14 @@ class RunContext:
             raise
         step = self.step_for(pending, StepStatus.COMPLETED, output=output)
         if defer:
-            self._deferred = step
-            self.replay.remember(step)
+            self.defer(step)
             return value
         return self.settle(step, value)
+
+    def defer(self, step: Step) -> None:
+        """Keep the finished *step* to write with this run's next write (see `begin`)."""
+        self._deferred = step
+        self.replay.remember(step)
 
     def failed(self, pending: Pending, error: BaseException) -> None:
         """Record *error* as the outcome of *pending*."""

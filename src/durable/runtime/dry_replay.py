@@ -28,12 +28,18 @@ class _Frontier(BaseException):
         self.call = call
 
 
-def dry_replay(host: Host, workflow: Durable[..., Any], run: Run, steps: Sequence[Step]) -> None:
+def dry_replay(
+    host: Host, workflow: Durable[..., Any], run: Run, steps: Sequence[Step]
+) -> dict[str, bool]:
     """Run *workflow*'s function against *run*'s recorded *steps*; stop where they end.
 
     Recorded outcomes are replayed and nothing is executed or written (*host* is
     used to decode payloads only). For a run that had finished, the code must also end
     where it ended.
+
+    Returns:
+        The `durable.patched` ids the replay met, each with the branch the run takes
+        (True: the new one; a run that stopped at the patch takes it on resuming).
 
     Raises:
         NondeterminismError: the code makes a different durable call than the one
@@ -63,16 +69,21 @@ def dry_replay(host: Host, workflow: Durable[..., Any], run: Run, steps: Sequenc
                 recorded="nothing: the run had finished",
                 current=frontier.call,
             ) from None
-        return  # an unfinished run: the code agrees with everything recorded so far
+        return _taken(context)  # an unfinished run: the code agrees with its history
     except NondeterminismError:
         raise
     except BaseException:
         if isinstance(context.fatal, NondeterminismError):
             raise context.fatal from None
         context.replay.check_complete()  # it raised what it raised before, or ended early
-        return
+        return _taken(context)
     finally:
         current.reset(token)
     if isinstance(context.fatal, NondeterminismError):
         raise context.fatal
     context.replay.check_complete()
+    return _taken(context)
+
+
+def _taken(context: RunContext) -> dict[str, bool]:
+    return {patch: taken for patch, (_, taken) in context.patches.items()}

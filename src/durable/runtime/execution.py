@@ -78,7 +78,7 @@ def drive(host: Host, run: Run, call: Call[Any], history: Sequence[Step]) -> Any
     except BaseException as error:
         # Leave the run first: settling may mean waiting for, or re-claiming, it.
         leave(host, context, token)
-        return settle_error(host, context, run, error)
+        return settle_error(host, context, run, error, call.target)
     leave(host, context, token)
     return settle_value(host, context, run, call.target, value)
 
@@ -91,7 +91,7 @@ async def drive_async(host: Host, run: Run, call: Call[Any]) -> Any:
         value = await _body(context, call)
     except BaseException as error:
         leave(host, context, token)
-        return settle_error(host, context, run, error)
+        return settle_error(host, context, run, error, call.target)
     leave(host, context, token)
     return settle_value(host, context, run, call.target, value)
 
@@ -117,7 +117,7 @@ def settle_value(
         state = None if context.properties is None else context.properties.changed()
         last = context.take_deferred()  # the last task's result: in the outcome's commit
     except BaseException as error:
-        return settle_error(host, context, run, error)
+        return settle_error(host, context, run, error, target)
     if context.interrupts.timed_out:
         return _time_out(host, run, last, state)
     faults.hit("before_complete", f"{target.kind.value}:{target.name}")
@@ -129,8 +129,11 @@ def settle_value(
     return RELEASED  # fenced off: the run has a newer owner, or finished meanwhile
 
 
-def settle_error(host: Host, context: RunContext, run: Run, error: BaseException) -> Any:
-    """The workflow raised *error*: record the outcome it means, then raise or return it."""
+def settle_error(
+    host: Host, context: RunContext, run: Run, error: BaseException, target: Durable[..., Any]
+) -> Any:
+    """The workflow raised *error*: record the outcome it means, then raise or return it.
+    A divergence blocks the run, or fails it if *target* says ``on_divergence="fail"``."""
     try:
         context.flush()  # the last task's result, before the run's outcome or its wait
     except BaseException as lost:  # LeaseLost or StorageError, as Abandoned (poisoned)
@@ -157,7 +160,8 @@ def settle_error(host: Host, context: RunContext, run: Run, error: BaseException
             return RELEASED  # draining for shutdown: another worker continues it
         raise cause from None
     if isinstance(fatal, NondeterminismError):
-        host.backend.finish_run(run.id, run.epoch, RunStatus.BLOCKED, error=host.dump_error(fatal))
+        ends = RunStatus.FAILED if target.on_divergence == "fail" else RunStatus.BLOCKED
+        host.backend.finish_run(run.id, run.epoch, ends, error=host.dump_error(fatal))
         raise fatal from None
     if fatal is not None:
         error = fatal
