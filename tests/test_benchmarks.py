@@ -154,3 +154,13 @@ def test_operate_benchmark_quick(tmp_path: Path) -> None:
     for line in run_quick("operate.py", "sqlite", tmp_path):
         assert line["runs"] == 500
         assert line["list_first_page"]["median"] > 0 and line["stats_7d"]["max"] > 0
+
+
+def test_patches_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/patches.py --quick: per-call costs, and the history lookups counted
+    (one for the old branch, two with a marker, none for a remembered id)."""
+    for line in run_quick("patches.py", "memory,sqlite", tmp_path):
+        assert line["k"] == 200 and line["us_per_call_live"] > 0
+        assert line["lookups_per_call_old"] == 1.0 and line["lookups_per_call_marked"] == 2.0
+        assert line["lookups_per_call_remembered"] < 0.05
+        assert line["meets_targets"] == {"one_lookup": True}

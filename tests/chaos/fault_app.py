@@ -26,9 +26,11 @@ def leaf(i: int) -> int:
 
 @workflow
 def every_kind(i: int, me: str) -> list[object]:
-    """One durable call of each kind, in this order: task, now, uuid4, random, sleep,
-    send, event, dispatch, join, workflow (a child called inline)."""
+    """One durable call of each kind, in this order: task, a patch's marker, now, uuid4,
+    random, sleep, send, event, dispatch, join, workflow (a child called inline)."""
     first = effect(i, 0)["value"]
+    if not durable.patched("every-kind"):  # a run started on this code never takes it
+        first = -1
     durable.now()
     durable.uuid4()
     durable.random()

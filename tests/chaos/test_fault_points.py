@@ -1,7 +1,7 @@
 """A crash at every fault point, for every kind of durable call, on SQLite and PostgreSQL.
 
-Each case dispatches one `every_kind` run (a task, now, uuid4, random, a sleep, a
-send, an event wait, a dispatch, a join and an inline child workflow), starts a worker
+Each case dispatches one `every_kind` run (a task, a patch's marker, now, uuid4,
+random, a sleep, a send, an event wait, a dispatch, a join and an inline child workflow), starts a worker
 armed with one fault (``DURABLE_FAULTS``), and, if the fault killed it, a clean worker
 that takes the run over. Then the checker holds the run to the invariants: the result
 the pure-Python model predicts, every position recorded once, and no task body run
@@ -38,7 +38,7 @@ from tests.e2e.harness import Children
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-KINDS = ["task", "now", "uuid4", "random", "sleep", "send", "event", "dispatch", "join", "workflow"]
+KINDS = ["task", "patch", "now", "uuid4", "random", "sleep", "send", "event", "dispatch", "join", "workflow"]
 
 #: (point, action, match, task bodies expected to run twice)
 CASES = [
@@ -103,7 +103,7 @@ def test_crash_at_fault_point(
     assert run.status is RunStatus.COMPLETED, run
     report = check(children.url, children.ledger, {RUN: expected(7)}, killed=killed)
     assert report.repeated == repeats, report
-    assert report.steps == 10
+    assert report.steps == 11
 
 
 #: (point, action, match, nth, cleanup bodies expected): crashes around a run's deadline.

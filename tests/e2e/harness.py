@@ -44,15 +44,19 @@ class Children:
         """Start ``python ARGS`` in the project root with the test's environment."""
         return self.command([sys.executable, *args], **env)
 
-    def command(self, argv: list[str], **env: str) -> subprocess.Popen[str]:
-        """Start the program *argv* in the project root with the test's environment."""
-        environment = {
+    def environment(self, **env: str) -> dict[str, str]:
+        """The environment children run in: this test's files, and *env*."""
+        return {
             **os.environ,
             "PYTHONPATH": str(ROOT),
             "DURABLE_TEST_LEDGER": str(self.ledger),
             "DURABLE_TEST_MARKERS": str(self.markers),
             **env,
         }
+
+    def command(self, argv: list[str], **env: str) -> subprocess.Popen[str]:
+        """Start the program *argv* in the project root with the test's environment."""
+        environment = self.environment(**env)
         log_path = self.logs / f"child-{len(self.started)}.log"
         # stderr to a file: a busy worker's log would fill an unread pipe and block it.
         with log_path.open("w") as log:

@@ -91,23 +91,28 @@ def _branch(context: RunContext, patch_id: str, site: str, *, deprecated: bool) 
     context.check()
     if context.events is not None:
         context.events.at_boundary()  # an on_event handler due here runs first, as at a call
-    recorded = context.replay.recorded(context.replay.next_position)
+    at = context.replay.next_position
+    recorded = context.replay.recorded(at)  # the one lookup of the decision
+    marked = recorded is not None and recorded.kind is StepKind.PATCH
     if recorded is not None and recorded.kind is not StepKind.CANCEL:
-        if recorded.kind is not StepKind.PATCH or recorded.name != patch_id:
+        if not marked or recorded.name != patch_id:
             return False  # the history went on without the marker: the old branch
     elif recorded is None and deprecated:
         return True  # the new code is the only code: nothing to record
-    digest = marker_hash(patch_id)
     # `durable check` stops at the frontier: it counts this run on the new side.
     context.patches[patch_id] = (site, True)
     position = context.allocate()  # a cancellation due (or recorded) here is raised here
+    if marked and position == at:
+        return True  # the marker of this id, found above
+    digest = marker_hash(patch_id)
     if context.decide(position, StepKind.PATCH, patch_id, digest) is not None:
         return True
     now = context.host.clock.now()
     marker = Step(
         run_id=context.run_id, position=position, kind=StepKind.PATCH, name=patch_id,
-        call_hash=digest, status=StepStatus.COMPLETED, started_at=now, finished_at=now,
-        epoch=context.epoch,
+        call_hash=digest, status=StepStatus.COMPLETED,
+        output=context.host.dump(True, f"the marker of patch {patch_id!r}"), started_at=now,
+        finished_at=now, epoch=context.epoch,
     )  # fmt: skip
     context.defer(marker)  # written with the run's next write: no commit of its own
     return True
