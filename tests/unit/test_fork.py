@@ -303,3 +303,34 @@ def test_code_that_no_longer_replays_the_copied_part_is_refused(env: DurableEnv)
     with pytest.raises(ValueError, match=r"diverged .* at position 1.*Fork from 1 or before"):
         durable.fork("bent", from_position=2)
     assert durable.fork("bent", from_position=1).run().origin == "bent"
+
+
+def test_operations_map_each_refusal_to_its_status(env: DurableEnv) -> None:
+    """Operations.fork: 400 for a bad position, 404 for an unknown run or a workflow not
+    registered here, 409 for a taken id; a fork is recorded on both runs."""
+    from durable.ops import BadRequest, Conflict, NotFound, Operations
+
+    ops = Operations(env.engine)
+    original = durable.dispatch(pipeline)
+    env.drain()
+    with pytest.raises(BadRequest, match="from 0 to 3"):
+        ops.fork(original.id, 9)
+    with pytest.raises(NotFound, match="nope"):
+        ops.fork("nope", 0)
+    with pytest.raises(Conflict, match="already exists"):
+        ops.fork(original.id, 0, id=original.id)
+    env.engine.backend.create_run(
+        durable.core.records.NewRun(
+            id="ghost", workflow="gone.flow", input=b"j[]", call_hash="v1:0", owner=None, lease=0
+        )
+    )
+    with pytest.raises(NotFound, match="is registered in this process, so"):
+        ops.fork("ghost", 0)
+    answer = ops.fork(original.id, 1, id="copy", actor="ann")
+    assert answer["run"]["origin"] == original.id and answer["from"] == 1
+    assert [(a["action"], a["actor"], a["detail"]) for a in ops.actions(original.id)] == [
+        ("fork", "ann", {"from": 1, "fork": "copy"})
+    ]
+    assert [(a["action"], a["detail"]) for a in ops.actions("copy")] == [
+        ("fork", {"from": 1, "origin": original.id})
+    ]
