@@ -5,6 +5,7 @@ message naming what is valid."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -50,8 +51,9 @@ def test_fail_fix_fork(engine: durable.Engine, cli: Cli, tmp_path: Path, fmt: st
     assert (backend.get_run("p-1"), list(backend.load_history("p-1"))) == before
     assert actors(engine, "p-1") == [("fork", "cli:ann")]
     assert actors(engine, "p-1b") == [("fork", "cli:ann")]
-    shown_run = cli("show", "p-1b", "-o", "json").json()
-    assert shown_run["origin"] == "p-1"
+    assert cli("show", "p-1b", "-o", "json").json()["origin"] == "p-1"
+    assert re.search(r"^forked from\s+p-1$", cli("show", "p-1b").out, re.MULTILINE)
+    assert "forked from" not in cli("show", "p-1").out
 
 
 @BOTH
