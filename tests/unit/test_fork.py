@@ -334,3 +334,27 @@ def test_operations_map_each_refusal_to_its_status(env: DurableEnv) -> None:
     assert [(a["action"], a["detail"]) for a in ops.actions("copy")] == [
         ("fork", {"from": 1, "origin": original.id})
     ]
+
+
+@task
+async def later(name: str) -> str:
+    ran.append(name)
+    return f"{name}!"
+
+
+@workflow
+async def gathered() -> list[str]:
+    import asyncio
+
+    return list(await asyncio.gather(later("a"), later("b"), later("c")))
+
+
+def test_gathered_async_calls_are_not_a_group(env: DurableEnv) -> None:
+    """asyncio.gather'ed calls each take their own position: a fork between them keeps
+    the first ones and runs the rest again."""
+    original = durable.dispatch(gathered)
+    env.drain()
+    ran.clear()
+    forked = original.fork(2)
+    env.drain()
+    assert forked.result() == ["a!", "b!", "c!"] and ran == ["c"]
