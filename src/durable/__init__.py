@@ -9,7 +9,7 @@ then `ops`, `cli`, `web` and `testing`. See docs/architecture.md.
 from . import errors
 from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
-from .api.handles import Handle, cancel, dispatch, get, pause, resume
+from .api.handles import Handle, cancel, dispatch, fork, get, pause, resume
 from .api.heartbeats import heartbeat, last_heartbeat
 from .api.patches import deprecate_patch, patched
 from .api.queues import queue
@@ -66,6 +66,7 @@ __all__ = [
     "errors",
     "execute",
     "execute_async",
+    "fork",
     "gather",
     "gather_async",
     "get",

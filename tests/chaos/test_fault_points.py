@@ -1,13 +1,13 @@
 """A crash at every fault point, for every kind of durable call, on SQLite and PostgreSQL.
 
-Each case dispatches one `every_kind` run (a task, a patch's marker, now, uuid4,
-random, a sleep, a send, an event wait, a dispatch, a join and an inline child workflow), starts a worker
-armed with one fault (``DURABLE_FAULTS``), and, if the fault killed it, a clean worker
-that takes the run over. Then the checker holds the run to the invariants: the result
-the pure-Python model predicts, every position recorded once, and no task body run
-again after its result was committed. A body may run twice only where the crash fell
-between the body starting and its result being committed, and only in the process
-that died; a lost acknowledgement re-runs nothing.
+Each case dispatches one `every_kind` run (a task, a patch's marker, now, uuid4, random,
+a sleep, a send, an event wait, a dispatch, a join and an inline child workflow), starts
+a worker armed with one fault (``DURABLE_FAULTS``), and, if the fault killed it, a clean
+worker that takes the run over. Then the checker holds the run to the invariants: the
+result the pure-Python model predicts, every position recorded once, and no task body
+run again after its result was committed. A body may run twice only where the crash fell
+between the body starting and its result being committed, and only in the process that
+died; a lost acknowledgement re-runs nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ from tests.e2e.harness import Children
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-KINDS = ["task", "patch", "now", "uuid4", "random", "sleep", "send", "event", "dispatch", "join", "workflow"]
+KINDS = [
+    "task", "patch", "now", "uuid4", "random", "sleep", "send", "event", "dispatch", "join",
+    "workflow",
+]  # fmt: skip
 
 #: (point, action, match, task bodies expected to run twice)
 CASES = [

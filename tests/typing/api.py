@@ -61,6 +61,11 @@ def application() -> None:
     # Run options with a bound call: the arguments are checked, the options typed.
     assert_type(durable.dispatch(pipeline.bind(3), id="p-3", queue="q", priority=1).id, str)
     durable.dispatch(pipeline.bind(3), priority="high")  # type: ignore[call-overload]
+    # A fork keeps the original's result type.
+    handle = durable.dispatch(pipeline.bind(3))
+    assert_type(handle.fork(1).result(), tuple[float, list[str]])
+    assert_type(durable.fork("p-3", from_position=0, id="p-3b").id, str)
+    handle.fork("1")  # type: ignore[arg-type]
 
 
 def testing_kit(env: DurableEnv) -> None:

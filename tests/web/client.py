@@ -135,6 +135,7 @@ SUMMARY = {
     "queue": "default",
     "priority": 0,
     "parent_id": None,
+    "origin": None,
     "created_at": "2026-01-01T00:00:00.000000Z",
     "started_at": None,
     "finished_at": None,
@@ -213,6 +214,11 @@ class FakeOps:
     def retry(self, run_id: str, **options: Any) -> dict[str, Any]:
         self._record("retry", run_id, **options)
         return {"run": SUMMARY, "reopened": [1]}
+
+    def fork(self, run_id: str, from_position: int, **options: Any) -> dict[str, Any]:
+        self._record("fork", run_id, from_position, **options)
+        forked = {**SUMMARY, "id": options.get("id") or "forked", "origin": run_id}
+        return {"run": forked, "origin": run_id, "from": from_position}
 
     def send(self, run_id: str, name: str, data: Any, **options: Any) -> dict[str, Any]:
         self._record("send", run_id, name, data, **options)

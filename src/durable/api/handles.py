@@ -1,4 +1,5 @@
-"""Runs in the background: dispatch one, hold a Handle to it, wait for it, cancel it."""
+"""Runs in the background: dispatch one, hold a Handle to it, wait for it, cancel it,
+fork it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from durable.core.functions import Call, Durable
 from durable.core.properties import decode_state
 from durable.core.records import Run, RunStatus
 from durable.errors import NotDurableError, RunNotFound
-from durable.runtime import children, joining, resuming, waits
+from durable.runtime import children, forking, joining, resuming, waits
 from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import get_engine
 from durable.runtime.host import Host
@@ -67,6 +68,11 @@ class Handle(Generic[R]):
     def resume(self) -> bool:
         """Resume the run, paused or cancelled (see `resume`)."""
         return resuming.resume(self._host, self.id)
+
+    def fork(self, from_position: int, *, id: str | None = None) -> Handle[R]:
+        """A new run of the same call that starts from this one's first positions (see
+        `fork`); the handle is the new run's."""
+        return Handle(self._host, forking.fork(self._host, self.id, from_position, new_id=id).id)
 
     def state(self) -> dict[str, Any]:
         """The properties the run published, as last stored: a workflow class's
@@ -258,3 +264,37 @@ def resume(run_id: str) -> bool:
         RunNotFound: no run has this id.
     """
     return resuming.resume(get_engine(), run_id)
+
+
+def fork(run_id: str, from_position: int, *, id: str | None = None) -> Handle[Any]:
+    """Start a new run of the same call as run *run_id*, from its position
+    *from_position*: its history begins as a copy of the original's finished steps
+    below that position (outputs and errors, so those bodies do not run again), and it
+    runs on from there with today's code, on a worker serving its queue. The original
+    is not changed; the new run's ``origin`` is its id. Forking a running run copies
+    what it has finished; a fork can be forked. See docs/concepts/fork.md.
+
+    The run's workflow must be registered in this process: today's code replays the
+    steps to be copied first, executing nothing, to find the run's parallel groups
+    (a fork cannot start inside one) and to check that it agrees with them.
+
+    Args:
+        run_id: the run to fork.
+        from_position: the first position the new run runs again: 0 (everything) to
+            the position after the history's last step.
+        id: the new run's id; None generates one.
+
+    Returns:
+        A handle to the new run, QUEUED.
+
+    Raises:
+        RunNotFound: no run has the id *run_id*.
+        ValueError: *from_position* is out of the history, inside a parallel group, past
+            the point where the run's cancellation reached its code, or past where
+            today's code stops agreeing with the history (the message names where to
+            fork from instead); or *id* is not an id a user may choose.
+        IdempotencyConflict: a run already has the id *id*.
+        ConfigurationError: the run's workflow is not registered in this process.
+    """
+    engine = get_engine()
+    return Handle(engine, forking.fork(engine, run_id, from_position, new_id=id).id)

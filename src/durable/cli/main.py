@@ -2,7 +2,7 @@
 
 Each command group lives in its own module and registers its subcommands: `worker`,
 `runs` (ls, show, history, stats), `actions` (start, cancel, pause, resume, retry,
-send; `bulk` acts on many runs), `schedules` (schedules, schedule pause|resume|rm|
+send; `bulk` acts on many runs), `fork`, `schedules` (schedules, schedule pause|resume|rm|
 trigger), `queues`, `check`, `purge` and `ui`; `output` prints for all of them, `common`
 holds shared options."""
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from durable.errors import DurableError, InvalidValue
 from durable.ops import OpsError
 
-from . import actions, check, purge, queues, runs, schedules, ui, worker
+from . import actions, check, fork, purge, queues, runs, schedules, ui, worker
 from .output import CommandError, printable
 
 NEWLINE = "\n"
@@ -26,11 +26,12 @@ exit codes:
   1  an error: the database cannot be used, a bulk action failed on some runs, durable
      check found runs that would diverge
   2  bad usage or input: unknown options, bad JSON, a module that does not import
-  3  not found: no such run or schedule, or no such workflow registered
+  3  not found: no such run or schedule, or no such workflow registered (start, fork)
   4  conflict: the run's state does not allow it (cancel or pause a finished run,
      resume one that is neither paused nor cancelled, retry one that did not fail,
-     send to a finished run), start --id names another call, a schedule resumed is
-     not paused, or one triggered runs a workflow not registered here
+     send to a finished run), start --id names another call, fork --id names a run
+     that exists, a schedule resumed is not paused, or one triggered runs a workflow
+     not registered here
 
 `durable COMMAND --help` describes each command, with examples.
 """
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="durable",
         description="Durable workflows: run workers against a database; list, inspect, "
-        "start, cancel, pause, resume and retry runs; list and operate schedules; see how "
+        "start, cancel, pause, resume, retry and fork runs; list and operate schedules; see how "
         "queues are used; check code against live runs; purge old ones.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_command(commands)
     runs.add_commands(commands)
     actions.add_commands(commands)
+    fork.add_command(commands)
     schedules.add_commands(commands)
     queues.add_commands(commands)
     check.add_command(commands)

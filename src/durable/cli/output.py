@@ -270,6 +270,10 @@ def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> st
         ("status", status),
         ("queue", f"{run['queue']} (priority {run['priority']})"),
         ("parent", run.get("parent_id") or "-"),
+    ]
+    if run.get("origin"):
+        lines.append(("forked from", run["origin"]))
+    lines += [
         ("created", when(run.get("created_at"))),
         ("started", when(run.get("started_at"))),
         ("finished", when(run.get("finished_at"))),

@@ -46,6 +46,7 @@ RUN_FIELDS = (
     "queue",
     "priority",
     "parent_id",
+    "origin",
     "created_at",
     "started_at",
     "finished_at",

@@ -4,8 +4,9 @@ The command line (``durable ls``, ``show``, ``retry``...), the REST API and the
 dashboard are thin front ends over `Operations`. Its methods take plain values and
 return JSON-ready dicts and lists, so ``durable ls -o json`` prints exactly what
 ``GET /api/v1/runs`` answers. Failures raise `OpsError` subclasses that carry an HTTP
-status and an exit code. Every start, cancel, pause, resume, retry and send is
-recorded on the run with who did it and when (`Operations.actions`).
+status and an exit code. Every start, cancel, pause, resume, retry, fork and send is
+recorded on the run with who did it and when (`Operations.actions`); a fork on both
+runs.
 
     ops = Operations(durable.Engine("postgresql://..."))
     ops.list_runs(status=["failed"], since=time.time() - 3600)
@@ -235,6 +236,23 @@ class Operations:
         ended it are reopened, everything it finished before is replayed, not redone.
         Failed child runs it was waiting for are retried first."""
         return _control.retry(self.engine, self._run(run_id), actor, self._record)
+
+    def fork(
+        self,
+        run_id: str,
+        from_position: int,
+        *,
+        id: str | None = None,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Start a new run of the same call from a position of this one's history: the
+        finished steps below it are copied (not run again), the rest runs with today's
+        code (`durable.fork`). BadRequest names the valid positions; Conflict if *id* is
+        taken; NotFound if the run's workflow is not registered in this process."""
+        run = self._run(run_id)
+        return _control.fork(
+            self.engine, run, from_position, new_id=id, actor=actor, record=self._record
+        )
 
     def send(
         self,

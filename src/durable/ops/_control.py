@@ -1,4 +1,4 @@
-"""Changing a run's course from outside: cancel, pause, resume and retry.
+"""Changing a run's course from outside: cancel, pause, resume and retry; fork.
 
 `Operations` delegates here once it has read the run (so an unknown id is already a
 `NotFound`). Each function checks that the action applies to the run as read, and
@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from durable.core.records import Run, RunStatus
-from durable.errors import RunNotFound
-from durable.runtime import resuming
+from durable.errors import ConfigurationError, IdempotencyConflict, RunNotFound
+from durable.runtime import forking, resuming
 from durable.runtime.engine import Engine
 
 from . import _views
-from ._errors import Conflict, NotFound, no_run
+from ._errors import BadRequest, Conflict, NotFound, no_run
 from ._retry import reopened
 from ._values import error as error_of
 
@@ -103,6 +103,26 @@ def retry(engine: Engine, run: Run, actor: str | None, record: Record) -> dict[s
     }
     record(run.id, "retry", actor, detail)
     return {"run": _views.run_summary(retried), "reopened": positions}
+
+
+def fork(
+    engine: Engine, run: Run, from_position: int, *, new_id: str | None, actor: str | None,
+    record: Record,
+) -> dict[str, Any]:  # fmt: skip
+    """See `Operations.fork`."""
+    try:
+        forked = forking.fork(engine, run.id, from_position, new_id=new_id)
+    except RunNotFound:
+        raise NotFound(no_run(run.id)) from None
+    except ConfigurationError as error:  # its workflow is not registered here
+        raise NotFound(str(error)) from None
+    except IdempotencyConflict as error:
+        raise Conflict(str(error)) from None
+    except (TypeError, ValueError) as error:
+        raise BadRequest(str(error)) from None
+    record(run.id, "fork", actor, {"from": from_position, "fork": forked.id})
+    record(forked.id, "fork", actor, {"from": from_position, "origin": run.id})
+    return {"run": _views.run_summary(forked), "origin": run.id, "from": from_position}
 
 
 # -- why not ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "queue": run.queue,
         "priority": run.priority,
         "parent_id": run.parent_id,
+        "origin": run.origin,
         "created_at": iso(run.created_at),
         "started_at": iso(run.started_at),
         "finished_at": iso(run.finished_at),

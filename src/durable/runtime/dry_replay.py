@@ -7,11 +7,12 @@ unfinished run in a database) both use it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from durable.core.functions import Durable
 from durable.core.records import Run, Step
+from durable.core.replay import Replay
 from durable.errors import NondeterminismError
 
 from .context import RunContext, current
@@ -28,14 +29,37 @@ class _Frontier(BaseException):
         self.call = call
 
 
+class _Grouping(Replay):
+    """A cursor that notes the parallel groups the code allocates: (first, count)."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self, run_id: str, history: Iterable[Step], groups: list[tuple[int, int]]):
+        super().__init__(run_id, history)
+        self.groups = groups
+
+    def allocate(self, count: int = 1) -> int:
+        first = super().allocate(count)
+        if count > 1:
+            self.groups.append((first, count))
+        return first
+
+
 def dry_replay(
-    host: Host, workflow: Durable[..., Any], run: Run, steps: Sequence[Step]
+    host: Host,
+    workflow: Durable[..., Any],
+    run: Run,
+    steps: Sequence[Step],
+    *,
+    groups: list[tuple[int, int]] | None = None,
 ) -> dict[str, bool]:
     """Run *workflow*'s function against *run*'s recorded *steps*; stop where they end.
 
     Recorded outcomes are replayed and nothing is executed or written (*host* is
     used to decode payloads only). For a run that had finished, the code must also end
-    where it ended.
+    where it ended. *groups*, if given, receives each parallel group the code
+    allocates on the way, as (first position, count): the history does not say which
+    positions were taken together (a fork refuses to start inside one).
 
     Returns:
         The `durable.patched` ids the replay met, each with the branch the run takes
@@ -47,6 +71,8 @@ def dry_replay(
     """
     arguments = host.load(run.input, run.id, None)
     context = RunContext(host, run, list(steps))
+    if groups is not None:
+        context.replay = _Grouping(run.id, steps, groups)
 
     def stop(position: int, call: str) -> None:
         raise _Frontier(position, call)

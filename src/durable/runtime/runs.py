@@ -213,8 +213,9 @@ def resume(host: Host, run: Run, target: Durable[..., Any]) -> Any:
         )  # fmt: skip
         host.backend.finish_run(run.id, run.epoch, RunStatus.FAILED, error=host.dump_error(bad))
         raise bad from None
-    # A run at its first epoch has never executed: it has no history to load.
-    return execute(host, run, call, replay=run.epoch > 1)
+    # A run at its first epoch has never executed: it has no history to load, unless
+    # it is a fork, whose history starts with the steps copied from its origin.
+    return execute(host, run, call, replay=run.epoch > 1 or run.origin is not None)
 
 
 def resume_quietly(host: Host, run: Run, target: Durable[..., Any]) -> None:

@@ -8,7 +8,8 @@ milliseconds), so the suite works for backends whose clock is a database's.
 The checks are grouped by the role of the storage seam they exercise:
 _conformance_runs.py (`RunStore`), _conformance_history.py (`HistoryStore`),
 _conformance_waits.py (`WaitStore`), _conformance_inspection.py (`InspectionStore`),
-_conformance_control.py (`ControlStore`), _conformance_schedules.py
+_conformance_control.py and _conformance_forks.py (`ControlStore`),
+_conformance_schedules.py
 (`ScheduleStore`) and _conformance_queues.py (`QueueStore`); _suite.py runs them all
 (`check_backend`).
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import _conformance_control as control
+from . import _conformance_forks as forks
 from . import _conformance_history as history
 from . import _conformance_inspection as inspection
 from . import _conformance_queues as queues
@@ -49,6 +50,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     control.check_pause_and_resume_a_tree,
     control.check_pause_meets_resume_and_cancel,
     control.check_resume_reopens_a_cancelled_run,
+    forks.check_fork_run,
     waits.check_watch_wakes_waiters,
     runs.check_renew_leases,
     runs.check_recoverable,

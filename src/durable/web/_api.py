@@ -70,6 +70,7 @@ class Api:
             route("POST", "/api/v1/runs/{id}/pause", self.pause),
             route("POST", "/api/v1/runs/{id}/resume", self.resume),
             route("POST", "/api/v1/runs/{id}/retry", self.retry),
+            route("POST", "/api/v1/runs/{id}/fork", self.fork),
             route("POST", "/api/v1/runs/{id}/events", self.send),
             route("GET", "/api/v1/runs/{id}", self.get_run),
             route("GET", "/api/v1/schedules", self.list_schedules),
@@ -193,6 +194,19 @@ class Api:
         """Queue a failed or dead run again, reopening the steps that ended it."""
         body = inputs.body(request)
         return Response.json(self.ops.retry(params["id"], actor=inputs.actor(body, principal)))
+
+    def fork(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Start a new run from a position of this one's history: 201 and the new run."""
+        body = inputs.body(request)
+        result = self.ops.fork(
+            params["id"],
+            inputs.position(body, "from"),
+            id=inputs.text(body, "id"),
+            actor=inputs.actor(body, principal),
+        )
+        response = Response.json(result, 201)
+        response.headers.append(("Location", request.url(f"/api/v1/runs/{result['run']['id']}")))
+        return response
 
     def send(self, request: Request, principal: Principal, params: Params) -> Response:
         """Send an event to a run: 201 and the stored event."""

@@ -147,6 +147,18 @@ def priority(body: dict[str, Any]) -> int:
     return value
 
 
+def position(body: dict[str, Any], name: str) -> int:
+    """``body[name]``: a history position, an integer from 0 (required)."""
+    value: int = field(body, name, int, required=True)
+    if not 0 <= value <= PRIORITY_MAX:
+        raise HTTPError(
+            400,
+            f"The {name!r} field must be a position of the run's history, an integer from "
+            f"0, not {_shown(value)}.",
+        )
+    return value
+
+
 def actor(body: dict[str, Any], principal: Principal, *names: str) -> str:
     """Who acts: the first of *names* and ``actor`` the body gives, else the principal's
     default ("api" for bearer clients, "dashboard" for browser sessions)."""

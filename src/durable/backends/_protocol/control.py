@@ -1,4 +1,5 @@
-"""The storage seam's control role: stopping runs from outside, and letting them go on.
+"""The storage seam's control role: stopping runs from outside, letting them go on, and
+forking one (a new run that starts from a copy of its history's first positions).
 
 Each call acts on a run and every run below it (children, grandchildren...), in one
 transaction: the whole tree is changed, or none of it. A RUNNING run is only asked: a
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from durable.core.records import Run, RunStatus
+from durable.core.records import NewRun, Run, RunStatus
 
 
 class ControlStore(Protocol):
@@ -70,5 +71,24 @@ class ControlStore(Protocol):
         Returns:
             The status it now has, or None if the run is no longer RUNNING at *epoch*
             (nothing changed).
+        """
+        ...
+
+    def fork_run(self, original_id: str, new: NewRun, *, before: int) -> Run | None:
+        """Create *new* as a fork of the run *original_id*, in one transaction: the run
+        QUEUED (no owner, no ``start_at``; ``new.origin`` names the original), and a
+        copy of each of the original's steps at a position below *before* whose status
+        is finished (COMPLETED or FAILED), identical but for its ``run_id``. Unfinished
+        steps (a RUNNING task, a WAITING wait, a RETRYING call) are not copied: the fork
+        makes those calls again. Nothing else is copied: not the original's events,
+        actions, outcome or ``state``, nor its children. The original is not changed.
+        ``queue:<name>`` is notified.
+
+        The caller checks *before* against the history (see `durable.runtime.forking`);
+        this only copies.
+
+        Returns:
+            The created run, or None if no run has *original_id* or a run already has
+            ``new.id``: nothing was written then.
         """
         ...

@@ -1,4 +1,5 @@
-"""The SQL of stopping runs from outside: cancelling, pausing, resuming.
+"""The SQL of stopping runs from outside: cancelling, pausing, resuming; and of forking
+one (copying its finished steps below a position to a new run).
 
 Cancelling and pausing act on a run and everything below it (a recursive tree of
 ``parent_id``), each in one transaction of a few UPDATEs. A RUNNING run is only asked
@@ -15,9 +16,19 @@ from typing import Any
 import sqlalchemy as sa
 
 from durable.backends._schema import events, history, runs
-from durable.core.records import CANCEL_REQUEST, PAUSE_REQUEST
+from durable.core.records import CANCEL_REQUEST, PAUSE_REQUEST, StepStatus
 
-from .base import BLOCKED, CANCELLED, PAUSED, QUEUED, RUNNING, WAITING, Compiler, bind
+from .base import (
+    BLOCKED,
+    CANCELLED,
+    PAUSED,
+    QUEUED,
+    RUNNING,
+    WAITING,
+    Compiler,
+    bind,
+    constant,
+)
 
 _CANCEL: Any = sa.literal_column(str(CANCEL_REQUEST))
 _PAUSE: Any = sa.literal_column(str(PAUSE_REQUEST))
@@ -68,6 +79,7 @@ class ControlStatements(Compiler):
 
         self._define_cancellation(in_tree)
         self._define_pausing(in_tree)
+        self._define_forking()
 
     def _define_cancellation(self, in_tree: Callable[..., list[Any]]) -> None:
         r = runs.c
@@ -224,5 +236,22 @@ class ControlStatements(Compiler):
                     updated_at=self._now,
                 ),
                 self._queue_topic(),
+            )
+        )
+
+    def _define_forking(self) -> None:
+        h = history.c
+        # A fork's history: the original's finished steps below a position, as they are
+        # but for their run id (`ControlStore.fork_run`). An unfinished one is made again.
+        copied = [c for c in history.c if c.name != "run_id"]
+        finished = tuple(constant(status) for status in StepStatus if status.finished)
+        self.fork_steps = self.compile(
+            sa.insert(history).from_select(
+                ["run_id", *(c.name for c in copied)],
+                sa.select(bind("id", h.run_id), *copied).where(
+                    h.run_id == bind("original", h.run_id),
+                    h.position < bind("before", h.position),
+                    h.status.in_(finished),
+                ),
             )
         )

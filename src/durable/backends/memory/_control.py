@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from durable.core.records import Run, RunStatus
+from durable.core.records import NewRun, Run, RunStatus
 
 from ._base import MemoryBase
 
@@ -19,6 +19,7 @@ class MemoryControl(MemoryBase):
     """`ControlStore` for `MemoryBackend` (see there for the contracts)."""
 
     _wake: Callable[[str | None, str | None], list[str]]
+    _ensure_queue: Callable[[NewRun], None]
 
     def _tree(self, run_id: str) -> set[str]:
         """*run_id* and every run below it."""
@@ -161,6 +162,47 @@ class MemoryControl(MemoryBase):
             result = self._runs[run_id]
         self._notify(changed)
         return result
+
+    def fork_run(self, original_id: str, new: NewRun, *, before: int) -> Run | None:
+        """See `ControlStore.fork_run`."""
+        with self._lock:
+            self._check_open()
+            if original_id not in self._runs or new.id in self._runs:
+                return None
+            self._ensure_queue(new)
+            now = self.now()
+            run = Run(
+                id=new.id,
+                workflow=new.workflow,
+                status=RunStatus.QUEUED,
+                input=new.input,
+                call_hash=new.call_hash,
+                output=None,
+                error=None,
+                epoch=0,
+                lease_owner=None,
+                lease_until=None,
+                recoveries=0,
+                parent_id=new.parent_id,
+                created_at=now,
+                updated_at=now,
+                finished_at=None,
+                queue=new.queue,
+                priority=new.priority,
+                deadline_at=None if new.timeout is None else now + new.timeout,
+                key=new.key,
+                key_limit=new.key_limit,
+                version=new.version,
+                origin=new.origin,
+            )
+            self._runs[new.id] = run
+            self._history[new.id] = {
+                position: dataclasses.replace(step, run_id=new.id)
+                for position, step in sorted(self._history.get(original_id, {}).items())
+                if position < before and step.status.finished
+            }
+        self._notify([f"queue:{new.queue}"])
+        return run
 
     def park_run(self, run_id: str, epoch: int) -> RunStatus | None:
         """See `ControlStore.park_run`."""

@@ -1,4 +1,4 @@
-"""The SQL backend's control of runs from outside: cancelling, pausing, resuming.
+"""The SQL backend's control of runs from outside: cancelling, pausing, resuming, forking.
 
 A mixin of `SQLBackend`; the statements are in `_statements/control.py`. Each call is
 one transaction over the run and everything below it.
@@ -12,7 +12,7 @@ from typing import Any
 from durable.backends import _rows
 from durable.backends._connections import Session
 from durable.backends._group import Rows
-from durable.core.records import Run, RunStatus
+from durable.core.records import NewRun, Run, RunStatus
 
 from ._base import SQLBase
 
@@ -21,6 +21,7 @@ class SQLControl(SQLBase):
     """`ControlStore` for `SQLBackend` (see there for the contracts)."""
 
     _wake_parents: Callable[[Session, Rows], Rows]
+    _ensure_queue: Callable[[Session, str], None]
 
     def cancel_run(self, run_id: str) -> Run | None:
         """See `ControlStore.cancel_run`."""
@@ -74,6 +75,50 @@ class SQLControl(SQLBase):
             return None if row is None else _rows.run(row)
 
         return self._db.run(f"Resuming run {run_id!r}", body)
+
+    def fork_run(self, original_id: str, new: NewRun, *, before: int) -> Run | None:
+        """See `ControlStore.fork_run`."""
+        values = {
+            "id": new.id,
+            "workflow": new.workflow,
+            "status": RunStatus.QUEUED.value,
+            "input": new.input,
+            "call_hash": new.call_hash,
+            "epoch": 0,
+            "owner": None,
+            "lease": None,
+            "parent_id": new.parent_id,
+            "queue": new.queue,
+            "priority": new.priority,
+            "owned": 0,
+            "timeout": new.timeout,
+            "key": new.key,
+            "key_limit": new.key_limit,
+            "wake_at": None,
+            "version": new.version,
+            "origin": new.origin,
+        }
+
+        def body(conn: Any, retried: bool) -> Run | None:
+            with self._db.transaction(conn):
+                if self._execute(conn, self._sql.get_run, {"id": original_id}).fetchone() is None:
+                    return None
+                if new.key_limit is not None:  # its queue's claims must take the locked way
+                    self._ensure_queue(conn, new.queue)
+                created = self._execute(conn, self._sql.create_queued_run, values).fetchall()
+                if created:
+                    copy = {"id": new.id, "original": original_id, "before": before}
+                    self._execute(conn, self._sql.fork_steps, copy)
+                row = self._execute(conn, self._sql.get_run, {"id": new.id}).fetchone()
+            self._announce(created)
+            existing = None if row is None else _rows.run(row)
+            if created:
+                return existing
+            # A commit whose acknowledgement was lost, retried, finds its own fork.
+            ours = retried and existing is not None and existing.origin == original_id
+            return existing if ours else None
+
+        return self._db.run(f"Forking run {original_id!r}", body)
 
     def park_run(self, run_id: str, epoch: int) -> RunStatus | None:
         """See `ControlStore.park_run`."""

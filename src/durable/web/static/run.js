@@ -1,11 +1,11 @@
 /* The page of one run (#/runs/<id>): header, actions (pause, resume, cancel, retry),
    the event form, input/output/error, the properties it published (state), the graph,
-   the timeline, the history (marking where the state changed), and the actions and
-   events recorded. */
+   the timeline, the history (marking where the state changed, and a "re-run from
+   here" button on each step: a fork), and the actions and events recorded. */
 
 import {
   $, cells, chip, confirmAction, el, formatDuration, formatTime, notice, pretty,
-  rememberName, runLink, setFacts, storedName, syncRows, timeCell,
+  rememberName, runHref, runLink, setFacts, storedName, syncRows, timeCell,
 } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { conditionalGet, post, session } from "./http.js";
@@ -52,6 +52,24 @@ export function runPage(runId, refreshNow) {
   $("retry-run").addEventListener("click", () => act(
     `Retry run ${runId}? Completed steps are kept; the failed ones run again.`, "retry",
     (answer) => `Queued again; reopened positions: ${answer.reopened.join(", ") || "none"}.`));
+  // "re-run from here": a new run copies the finished steps before this position and
+  // runs on from it with today's code (POST .../fork); the page moves to the new run.
+  $("history-body").addEventListener("click", async (event) => {
+    const button = event.target.closest("button.fork-step");
+    if (!button) return;
+    const position = Number(button.getAttribute("data-position"));
+    const answer = await confirmAction(`Re-run run ${runId} from step #${position}? A new ` +
+      `run copies the finished steps before #${position} (they do not run again) and runs ` +
+      `from #${position} on with the workers' code. This run is not changed.`, true);
+    if (!answer) return;
+    try {
+      const forked = await post(`${base}/fork`, { from: position, ...answer });
+      notice(`Forked from step #${position}: new run ${forked.run.id}.`);
+      window.location.hash = runHref(forked.run.id);
+    } catch (error) {
+      notice(error.message, "error");
+    }
+  });
   const eventForm = wireEventForm(runId, base, refreshNow);
 
   async function refresh() {
@@ -140,6 +158,7 @@ function renderRun(run, showEventForm) {
     ["Cancel", run.cancel_requested && !FINISHED.has(run.status) ? "requested" : null],
     ["Pause", run.pause_requested && !FINISHED.has(run.status) ? "requested" : null],
     ["Parent", run.parent_id && runLink(run.parent_id)],
+    ["Forked from", run.origin && runLink(run.origin)],
   ]);
   renderWaiting(run);
   renderChildren(run.children || []);
@@ -247,7 +266,8 @@ function listRows(name, items, keyOf, fill) {
 }
 
 function fillStep(row, step, changed) {
-  const [position, kind, name, status, attempts, started, duration, state] = cells(row, 8);
+  const [position, kind, name, status, attempts, started, duration, state, actions] =
+    cells(row, 9);
   position.textContent = step.position;
   kind.textContent = step.kind;
   if (step.child_id) name.replaceChildren(step.name + " → ", runLink(step.child_id));
@@ -263,6 +283,13 @@ function fillStep(row, step, changed) {
   state.textContent = changed === undefined ? "" : changed;
   if (changed === undefined) state.removeAttribute("title");
   else state.setAttribute("title", JSON.stringify(step.state));
+  if (!actions.firstChild) {
+    actions.setAttribute("class", "row-actions");
+    actions.append(el("button", "Re-run from here", { type: "button", class: "plain fork-step",
+      "data-position": String(step.position),
+      title: "Fork: a new run that keeps the steps before this one and runs from here" }));
+  }
+  actions.firstChild.hidden = session.read_only;
 }
 
 function fillAction(row, action) {
