@@ -67,6 +67,7 @@ class Operations:
         until: float | None = None,
         parent: str | None = None,
         search: str | None = None,
+        version: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> dict[str, Any]:
@@ -81,6 +82,7 @@ class Operations:
             until=until,
             parent=parent,
             search=search,
+            version=version,
         )
         if cursor:
             query = dataclasses.replace(query, after=_decode_cursor(cursor))
@@ -102,6 +104,7 @@ class Operations:
         until: float | None = None,
         parent: str | None = None,
         search: str | None = None,
+        version: str | None = None,
     ) -> int:
         """How many runs match the filters (as `list_runs`)."""
         query = self._query(
@@ -112,6 +115,7 @@ class Operations:
             until=until,
             parent=parent,
             search=search,
+            version=version,
         )
         return self.backend.count_runs(query)
 
@@ -320,6 +324,7 @@ class Operations:
         until: float | None,
         parent: str | None,
         search: str | None,
+        version: str | None,
     ) -> RunQuery:
         statuses = []
         for name in status:
@@ -336,6 +341,7 @@ class Operations:
             until=until,
             parent_id=parent or None,
             id_contains=search or None,
+            version=version or None,
         )
 
 
