@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -15,6 +16,7 @@ from durable.core.records import RunQuery
 from durable.errors import ConfigurationError
 from durable.runtime import joining, runs
 from durable.runtime.defaults import swap
+from durable.testing import DurableEnv
 
 
 @task
@@ -169,3 +171,21 @@ def test_the_version_defaults_to_the_environment(
         Engine(backend=backend)
     monkeypatch.setenv("DURABLE_VERSION", "")
     assert Engine(backend=backend).version is None
+
+
+@workflow
+def v_tick(at: object) -> str:
+    return "ticked"
+
+
+def test_schedule_ticks_carry_the_firing_processs_version() -> None:
+    """The run of a schedule's tick is stamped with the version of the process that
+    fired it, like any run it creates."""
+    with DurableEnv() as env:
+        env.engine.version = "tick-v"  # as configure(version=) would have set it
+        durable.schedule(v_tick, id="every-minute", every=timedelta(minutes=1))
+        env.advance(timedelta(minutes=3))
+        ticks = env.backend.list_runs(RunQuery(workflow=v_tick.name), limit=10)
+    assert len(ticks) == 3
+    assert {run.version for run in ticks} == {"tick-v"}
+    assert {run.status for run in ticks} == {RunStatus.COMPLETED}
