@@ -164,3 +164,17 @@ def test_patches_benchmark_quick(tmp_path: Path) -> None:
         assert line["lookups_per_call_old"] == 1.0 and line["lookups_per_call_marked"] == 2.0
         assert line["lookups_per_call_remembered"] < 0.05
         assert line["meets_targets"] == {"one_lookup": True}
+
+
+def test_claims_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/claims.py --quick times claims with and without the version filter;
+    on PostgreSQL every claim's plan walks the claim index under its LIMIT."""
+    for line in run_quick("claims.py", "sqlite", tmp_path):
+        assert {"plain", "stamping", "only_0", "only_100"} <= set(line)
+        assert all(line[name]["median_us"] > 0 for name in ("plain", "only_0", "only_100"))
+        assert (
+            line["only_0_over_plain"]["median_us"] > 0 and line["only_0_over_plain"]["p10_us"] > 0
+        )
+        if line["backend"] == "postgresql":
+            assert line["only_100"]["plan_walks_claim_index"], "the filter keeps the index walk"
+            assert line["plain"]["plan_walks_claim_index"]

@@ -83,3 +83,23 @@ def test_listing_children_uses_the_parent_index(backend: SQLBackend, count: bool
     statement = backend._sql.inspect.listing(values, count=count)
     params = statement.params(dict(values, limit=50))
     assert "durable_runs_parent" in explain(backend, statement.sql, params)
+
+
+@pytest.mark.parametrize("only", [None, "v2"], ids=["any-version", "only-version"])
+def test_the_claim_walks_the_claim_index_with_or_without_a_version(
+    backend: SQLBackend, only: str | None
+) -> None:
+    """A worker's claim reads queued runs through the claim index, in its order, with or
+    without --only-version: the version is a filter on that walk, never a scan and sort
+    of the whole queue (docs/architecture.md, "One queue per claim")."""
+    statement = backend._sql.claim_next
+    values = {
+        "owner": "o", "lease": 30, "queue": "default", "workflows": ids(backend, "w"),
+        "limit": 1, "version": "v2", "only": only,
+    }  # fmt: skip
+    plan = explain(backend, statement.sql, statement.params(values))
+    assert "durable_runs_claim" in plan, plan
+    if backend._sql.postgres:
+        assert "Sort" not in plan, plan  # the index yields the order; LIMIT stops the walk
+    else:
+        assert "TEMP B-TREE" not in plan, plan

@@ -129,3 +129,18 @@ def napper(seconds: float) -> list[float]:
 def event_napper() -> object:
     """Wait for a "go" event for up to a minute."""
     return durable.wait("go", timeout=60)
+
+
+@task
+def deploy_step(n: int) -> dict[str, object]:
+    """Note which process, running which code version, ran this body."""
+    token = ledger()
+    return {"n": n, "pid": os.getpid(), "version": durable.get_engine().version, "token": token}
+
+
+@workflow
+def deployed() -> list[object]:
+    """A step, a wait for "go" (across a deploy), another step."""
+    before = deploy_step(0)
+    durable.wait("go", timeout=60)
+    return [before, deploy_step(1)]

@@ -61,11 +61,12 @@ def test_ls_prints_the_same_runs_in_every_format(cli: Cli) -> None:
     assert table.code == 0
     lines = table.out.splitlines()
     assert lines[0].split() == [
-        "ID", "WORKFLOW", "STATUS", "QUEUE", "CREATED", "DURATION", "WAITING", "ON"
+        "ID", "WORKFLOW", "STATUS", "QUEUE", "VERSION", "CREATED", "DURATION", "WAITING",
+        "ON",
     ]  # fmt: skip
     assert [line.split()[0] for line in lines[1:]] == ALL
     assert "event:approved" in lines[2]
-    created = lines[1].split()[4]
+    created = lines[1].split()[5]
     assert dt.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").year > 2000  # to the second
 
 

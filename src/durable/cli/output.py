@@ -270,6 +270,7 @@ def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> st
         ("status", status),
         ("queue", f"{run['queue']} (priority {run['priority']})"),
         ("parent", run.get("parent_id") or "-"),
+        ("version", run.get("version") or "-"),
     ]
     if run.get("origin"):
         lines.append(("forked from", run["origin"]))

@@ -57,6 +57,7 @@ RUN_FIELDS = (
     "cancel_requested",
     "pause_requested",
     "recoveries",
+    "version",
 )
 
 RUN_COLUMNS = (
@@ -64,6 +65,7 @@ RUN_COLUMNS = (
     Column("WORKFLOW", 40, field("workflow")),
     Column("STATUS", 9, field("status")),
     Column("QUEUE", 12, field("queue")),
+    Column("VERSION", 14, field("version")),
     Column("CREATED", 20, field("created_at", when)),
     Column("DURATION", 8, field("duration", seconds)),
     Column("WAITING ON", 30, field("waiting_on")),
@@ -134,6 +136,7 @@ examples:
   durable ls --status failed,dead,timed_out --since 24h
   durable ls --workflow myapp.flows.checkout --since 2026-11-21T08:00 -o json
   durable ls --parent 4f2a... --limit 100 -o csv > children.csv
+  durable ls --version 2024-11-24.1 --status queued,running,waiting   # left to drain
   durable ls --cursor <the cursor printed after the previous page>
 
 Times (--since, --until) are ISO 8601 (UTC unless an offset is given) or an age, a number
@@ -173,6 +176,11 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--queue", metavar="NAME", help="runs on this queue")
     parser.add_argument(
+        "--version",
+        metavar="V",
+        help="runs stamped with this code version (configure(version=), worker --version)",
+    )
+    parser.add_argument(
         "--since", type=parse_time, metavar="TIME", help="created at or after: ISO 8601 or an age"
     )
     parser.add_argument(
@@ -194,6 +202,7 @@ def filters(args: argparse.Namespace) -> dict[str, Any]:
         "until": args.until,
         "parent": args.parent,
         "search": args.search,
+        "version": args.version,
     }
 
 

@@ -11,7 +11,9 @@ import threading
 from types import FrameType
 from typing import Any
 
+from durable.core.run_options import check_version
 from durable.runtime.defaults import configure
+from durable.runtime.host import VERSION_ENV
 from durable.runtime.worker import Worker
 
 from .common import add_db_option, import_modules
@@ -23,6 +25,7 @@ examples:
   durable worker myapp.workflows
   durable worker myapp.billing myapp.shipping --db postgresql://app@db/app --concurrency 16
   durable worker jobs.py --queue emails --queue reports --lease 60
+  durable worker myapp.workflows --version 2024-11-24.1 --only-version   # blue/green
   DURABLE_DATABASE_URL=sqlite:///app.db python -m durable worker myapp.workflows
 
 Stop with SIGTERM or Ctrl-C: running work is handed back at its next durable call (or
@@ -64,17 +67,47 @@ def add_command(commands: Any) -> None:
         help="owner deaths before a run is given up as dead (default: 10)",
     )
     worker.add_argument(
+        "--version",
+        type=_version,
+        default=os.environ.get(VERSION_ENV) or None,
+        metavar="V",
+        help="the version of the code this worker runs: it stamps the runs it creates and "
+        f"first starts (default: ${VERSION_ENV})",
+    )
+    worker.add_argument(
+        "--only-version",
+        action="store_true",
+        help="claim only runs of --version and runs that never started: runs started by "
+        "other versions are left to their own workers (blue/green deploys)",
+    )
+    worker.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="default: INFO",
     )
-    worker.set_defaults(handler=run_worker)
+    worker.set_defaults(handler=run_worker, parser=worker)
+
+
+def _version(text: str) -> str:
+    """A code version (argparse type): a non-empty string of at most 512 bytes."""
+    try:
+        return check_version(text)
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def run_worker(args: argparse.Namespace) -> int:
     """`durable worker`: serve queues until SIGTERM or SIGINT."""
+    if args.only_version and args.version is None:
+        args.parser.print_usage(sys.stderr)
+        print(
+            "durable worker: error: --only-version claims only the runs of this worker's "
+            f"code version: add --version V (or set ${VERSION_ENV}).",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -83,7 +116,13 @@ def run_worker(args: argparse.Namespace) -> int:
     except Exception as error:
         print(f"durable: cannot import {' '.join(args.modules)}: {error}", file=sys.stderr)
         return 2
-    engine = configure(args.db, lease=args.lease, max_recoveries=args.max_recoveries)
+    engine = configure(
+        args.db,
+        lease=args.lease,
+        max_recoveries=args.max_recoveries,
+        version=args.version,
+        only_version=args.only_version,
+    )
     worker = Worker(
         engine, queues=args.queues or ["default"], concurrency=args.concurrency, grace=args.grace
     )

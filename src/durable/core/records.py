@@ -271,6 +271,8 @@ class RunQuery:
     id_contains: str | None = None
     #: the page after this run, as (created_at, id): the last one of the previous page.
     after: tuple[float, str] | None = None
+    #: runs stamped with this code version (`Run.version`).
+    version: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,7 +1,8 @@
 """The options of a run as users give them, checked at the call: its id, its queue,
 its priority, its timeout. Which keywords of each verb are options rather than the function's own
-arguments (`VERB_OPTIONS`, `take`). And the order a worker starts a claimed batch in,
-which no stored row can break.
+arguments (`VERB_OPTIONS`, `take`). The code version a process stamps its runs with, and
+which runs a worker serving only its version claims (`serves`). And the order a worker
+starts a claimed batch in, which no stored row can break.
 
 Ids of the form ``<anything>/<digits>`` belong to children: a workflow's child at
 position 3 is ``<parent id>/3`` (see `runtime/children.py`). A run a user created
@@ -89,6 +90,39 @@ def check_queue(queue: object) -> str:
         InvalidValue: it holds a NUL or a lone surrogate (`check_text`).
     """
     return _name(queue, "queue name", "default")
+
+
+def check_version(version: object) -> str:
+    """*version*, checked to be a code version (``configure(version=)``, ``durable worker
+    --version``): a non-empty string, at most MAX_NAME_BYTES, storable as text.
+
+    Raises:
+        TypeError: it is not a string.
+        ValueError: it is empty or longer than MAX_NAME_BYTES.
+        InvalidValue: it holds a NUL or a lone surrogate (`check_text`).
+    """
+    return _name(version, "code version", "2024-11-24.1")
+
+
+def serves(run: Any, version: str) -> bool:
+    """Whether a process that claims only runs of *version* (``--only-version``) may
+    claim *run*: one of its version, or one that never started (a new run, stamped
+    with the claimer's version when it starts). The storage claims say the same."""
+    return run.started_at is None or run.version == version
+
+
+def serving(version: str | None, only_version: bool) -> str | None:
+    """The version a claim is limited to (None: any version), from a claim's
+    arguments: *only_version* needs a *version*.
+
+    Raises:
+        ValueError: *only_version* without a *version*.
+    """
+    if not only_version:
+        return None
+    if version is None:
+        raise ValueError("only_version=True claims the runs of one version: give version= too.")
+    return version
 
 
 def check_key(key: object) -> str | None:

@@ -68,6 +68,7 @@ class Operations:
         until: float | None = None,
         parent: str | None = None,
         search: str | None = None,
+        version: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
     ) -> dict[str, Any]:
@@ -82,6 +83,7 @@ class Operations:
             until=until,
             parent=parent,
             search=search,
+            version=version,
         )
         if cursor:
             query = dataclasses.replace(query, after=_decode_cursor(cursor))
@@ -103,6 +105,7 @@ class Operations:
         until: float | None = None,
         parent: str | None = None,
         search: str | None = None,
+        version: str | None = None,
     ) -> int:
         """How many runs match the filters (as `list_runs`)."""
         query = self._query(
@@ -113,6 +116,7 @@ class Operations:
             until=until,
             parent=parent,
             search=search,
+            version=version,
         )
         return self.backend.count_runs(query)
 
@@ -338,6 +342,7 @@ class Operations:
         until: float | None,
         parent: str | None,
         search: str | None,
+        version: str | None,
     ) -> RunQuery:
         statuses = []
         for name in status:
@@ -354,6 +359,7 @@ class Operations:
             until=until,
             parent_id=parent or None,
             id_contains=search or None,
+            version=version or None,
         )
 
 

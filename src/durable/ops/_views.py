@@ -33,6 +33,7 @@ def run_summary(run: Run) -> dict[str, Any]:
         "cancel_requested": run.cancel_requested,
         "pause_requested": run.pause_requested,
         "recoveries": run.recoveries,
+        "version": run.version,
     }
 
 

@@ -26,9 +26,10 @@ def configure(url: str | None = None, **options: Any) -> Engine:
         url: ``sqlite:///path.db``, ``postgresql://user:pw@host/db`` or ``memory://``.
             Defaults to ``$DURABLE_DATABASE_URL``, else ``sqlite:///durable.db``.
         **options: passed to `Engine` (``lease``, ``allow_pickle``, ``secret_key``,
-            ``max_payload``, ``max_threads``...). ``secret_key`` defaults to
+            ``max_payload``, ``max_threads``, ``version``...). ``secret_key`` defaults to
             ``$DURABLE_SECRET_KEY``: with a key, pickled payloads are signed and only
-            signed ones are loaded.
+            signed ones are loaded. ``version`` (the code version the runs this process
+            creates and first starts are stamped with) defaults to ``$DURABLE_VERSION``.
 
     Returns:
         The new default engine. The previous one, if any, is closed.

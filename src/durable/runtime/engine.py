@@ -55,6 +55,14 @@ class Engine(Host):
             Default: ``$DURABLE_OLD_SECRET_KEYS`` (comma-separated).
         max_payload: the most bytes one stored value may take (64 MiB by default). A
             larger value fails the call that produced it with `PayloadTooLarge`.
+        version: the version of the code this process runs (``"2024-11-24.1"``): the
+            runs it creates are stamped with it, and so are the runs it starts for the
+            first time (a run's version is that of the code that first executed it).
+            Default: ``$DURABLE_VERSION``, else none.
+        only_version: claim only runs of *version* and runs that never started, so
+            that a deploy leaves the runs of other versions to the processes that run
+            their code (see docs/howto/workers.md, "Blue/green deploys"). Needs
+            *version*.
     """
 
     # -- running calls ---------------------------------------------------------------

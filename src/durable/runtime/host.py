@@ -18,6 +18,7 @@ from durable.core import error_payloads, serde, signing
 from durable.core.clock import SYSTEM_CLOCK, Clock, DatabaseClock
 from durable.core.functions import Durable
 from durable.core.records import Run, RunStatus
+from durable.core.run_options import check_version
 from durable.errors import Cancelled, ConfigurationError, RunNotFound, SerializationError
 
 from . import registry
@@ -43,6 +44,27 @@ def pickles_allowed(option: bool | None, environ: Mapping[str, str] = os.environ
     raise ConfigurationError(f"{PICKLE_ENV} must be 1 or 0 (true/false), got {value!r}.")
 
 
+#: ``DURABLE_VERSION`` is the code version where the code does not say (workers).
+VERSION_ENV = "DURABLE_VERSION"
+
+
+def code_version(option: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The option if given, else ``$DURABLE_VERSION`` if set and not empty, else None;
+    checked (`check_version`: a non-empty string of at most 512 bytes).
+
+    Raises:
+        ConfigurationError: the version is not one a run can be stamped with.
+    """
+    version = option if option is not None else environ.get(VERSION_ENV) or None
+    if version is None:
+        return None
+    try:
+        return check_version(version)
+    except (TypeError, ValueError) as error:  # InvalidValue is a ValueError too
+        where = "version=" if option is not None else f"${VERSION_ENV}"
+        raise ConfigurationError(f"{where}: {error}") from None
+
+
 class Host:
     """One database and the settings runs execute under (see `Engine` for the arguments)."""
 
@@ -60,6 +82,8 @@ class Host:
         secret_key: str | bytes | None = None,
         old_secret_keys: Sequence[str | bytes] | None = None,
         max_payload: int = serde.DEFAULT_MAX_PAYLOAD,
+        version: str | None = None,
+        only_version: bool = False,
     ) -> None:
         if lease <= 0:
             raise ConfigurationError(f"lease must be a positive number of seconds, got {lease}.")
@@ -73,6 +97,15 @@ class Host:
             raise ConfigurationError(
                 f"max_payload must be a positive size in bytes, got {max_payload}."
             )
+        #: the code version this process stamps the runs it creates and first starts
+        #: with; with *only_version*, it claims only runs of it and new ones.
+        self.version = code_version(version)
+        if only_version and self.version is None:
+            raise ConfigurationError(
+                "only_version=True claims only the runs of this process's code version, "
+                f"so it needs one: give version= (or set ${VERSION_ENV})."
+            )
+        self.only_version = bool(only_version)
         signer = signing.signer_from(secret_key, old_secret_keys)
         self.backend: Backend = backend or open_backend(url or DEFAULT_URL, clock=clock)
         self.lease = lease

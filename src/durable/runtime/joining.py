@@ -17,6 +17,7 @@ from typing import Any
 from durable.core.clock import SystemClock
 from durable.core.functions import Durable
 from durable.core.records import Run, RunStatus, awaited
+from durable.core.run_options import serves
 from durable.errors import WaitTimeout
 
 from . import owners, registry, runs
@@ -97,6 +98,8 @@ def _claimable(host: Host, run: Run, *, top: bool) -> bool:
     run only when it is the one joined, which then sees its divergence raised)."""
     if host.executing(run.id):
         return False
+    if host.only_version and host.version is not None and not serves(run, host.version):
+        return False  # another version's: its own processes continue it
     if run.status is RunStatus.QUEUED:
         return True
     if run.status is RunStatus.BLOCKED:

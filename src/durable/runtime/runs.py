@@ -157,6 +157,7 @@ def prepare(
         timeout=limit,
         key=key,
         key_limit=key_concurrency,
+        version=host.version,
     )
 
 
@@ -180,10 +181,17 @@ def _name_bad_argument(host: Host, call: Call[Any]) -> None:
 
 def claim(host: Host, run: Run) -> Run | None:
     """Take *run* over if its owner is gone (or it waits for one); None if someone
-    else has it. A run whose owners keep dying is given up instead (status DEAD)."""
+    else has it, or it is of a version this host does not serve (``only_version``).
+    A run whose owners keep dying is given up instead (status DEAD)."""
     dead = run.lease_owner if owners.is_dead(run.lease_owner) else None
     claimed = host.backend.claim_run(
-        run.id, owner=host.owner, lease=host.lease, epoch=run.epoch, dead_owner=dead
+        run.id,
+        owner=host.owner,
+        lease=host.lease,
+        epoch=run.epoch,
+        dead_owner=dead,
+        version=host.version,
+        only_version=host.only_version,
     )
     if claimed is None or claimed.recoveries < host.max_recoveries:
         return claimed

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from durable.backends import TIMERS, Backend, Watch
 from durable.core import faults
 from durable.core.records import Run, RunStatus
+from durable.core.run_options import serves
 from durable.core.text import check_text
 from durable.errors import ConfigurationError, StorageError
 
@@ -94,12 +95,17 @@ class Worker:
         if self._thread is not None:
             raise RuntimeError("This worker has already been started.")
         names = registry.names()
+        version = self.engine.version
         log.info(
-            "worker %s: queues %s, %d slots, %d workflows and tasks known",
+            "worker %s: queues %s, %d slots, %d workflows and tasks known%s",
             self.engine.owner,
             ", ".join(self.queues),
             self.concurrency,
             len(names),
+            ""
+            if version is None
+            else f", version {version}"
+            + (" (claims only its runs and new ones)" if self.engine.only_version else ""),
         )
         self._thread = threading.Thread(target=self._loop, name="durable-worker-loop", daemon=True)
         self._thread.start()
@@ -226,6 +232,8 @@ class Worker:
                 workflows=names,
                 limit=wanted,
                 lease=self.engine.lease,
+                version=self.engine.version,
+                only_version=self.engine.only_version,
             )
             claimed += got
             self._retry_in = min(self._retry_in, self._held.retry_in(queue, wanted, len(got)))
@@ -258,7 +266,7 @@ class Worker:
                 or run.workflow not in names
             ):
                 continue
-            if run.id in self._active:
+            if run.id in self._active or not self._serves(run):
                 continue
             takeover = run.status is RunStatus.RUNNING
             if takeover and run.lease_owner == self.engine.owner:
@@ -278,6 +286,12 @@ class Worker:
                 self._start(claimed)
                 free -= 1
         return deferred
+
+    def _serves(self, run: Run) -> bool:
+        """Whether this worker may claim *run*: any run, or with ``only_version`` one
+        of its version or never started (the claim says the same; this saves it)."""
+        version = self.engine.version
+        return not self.engine.only_version or version is None or serves(run, version)
 
     def _start(self, run: Run) -> None:
         with self._slots:

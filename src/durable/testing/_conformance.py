@@ -9,9 +9,9 @@ The checks are grouped by the role of the storage seam they exercise:
 _conformance_runs.py (`RunStore`), _conformance_history.py (`HistoryStore`),
 _conformance_waits.py (`WaitStore`), _conformance_inspection.py (`InspectionStore`),
 _conformance_control.py and _conformance_forks.py (`ControlStore`),
-_conformance_schedules.py
-(`ScheduleStore`) and _conformance_queues.py (`QueueStore`); _suite.py runs them all
-(`check_backend`).
+_conformance_schedules.py (`ScheduleStore`) and _conformance_queues.py (`QueueStore`);
+_conformance_versions.py checks code versions across the claims and listings; _suite.py
+runs them all (`check_backend`).
 """
 
 from __future__ import annotations

@@ -184,6 +184,8 @@ class DurableEnv:
                     workflows=_registry.names(),
                     limit=1,
                     lease=self.engine.lease,
+                    version=self.engine.version,
+                    only_version=self.engine.only_version,
                 ):
                     target = self.engine.known(run)
                     if target is not None:

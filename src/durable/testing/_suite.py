@@ -12,6 +12,7 @@ from . import _conformance_queues as queues
 from . import _conformance_runs as runs
 from . import _conformance_schedules as schedules
 from . import _conformance_search as search
+from . import _conformance_versions as versions
 from . import _conformance_waits as waits
 from ._conformance import MakeBackend
 
@@ -92,6 +93,11 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     queues.check_rate_window,
     queues.check_key_rate_window,
     queues.check_debounce_coalesces_a_burst,
+    versions.check_version_stamped_on_create_and_first_start,
+    versions.check_only_version_claim_next,
+    versions.check_only_version_claim_run,
+    versions.check_only_version_limited_queue,
+    versions.check_list_runs_by_version,
 )
 
 

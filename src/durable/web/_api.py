@@ -101,6 +101,7 @@ class Api:
             workflow=inputs.query_text(request, "workflow"),
             status=inputs.query_texts(request, "status"),
             queue=inputs.query_text(request, "queue"),
+            version=inputs.query_text(request, "version"),
             since=inputs.moment(request, "since"),
             until=inputs.moment(request, "until"),
             parent=inputs.query_text(request, "parent"),

@@ -50,7 +50,15 @@ class RunStore(Protocol):
         ...
 
     def claim_run(
-        self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        lease: float,
+        epoch: int,
+        dead_owner: str | None = None,
+        version: str | None = None,
+        only_version: bool = False,
     ) -> Run | None:
         """Take ownership of a run whose owner is gone; a compare-and-set.
 
@@ -64,6 +72,7 @@ class RunStore(Protocol):
         Taking over a RUNNING run counts one more recovery; a run first started gets
         ``started_at``. The limits of the run's queue hold as for `claim_next`
         (`durable.core.queues.admits`): a run they do not admit is not claimed.
+        *version* and *only_version* stamp and filter as for `claim_next`.
 
         Returns:
             The run as now stored, or None if someone else changed it first.
@@ -78,11 +87,20 @@ class RunStore(Protocol):
         workflows: Sequence[str],
         limit: int,
         lease: float,
+        version: str | None = None,
+        only_version: bool = False,
     ) -> Sequence[Run]:
         """Claim up to *limit* QUEUED runs of *queue* whose workflow is in *workflows*.
 
         Highest priority first, then oldest. Each becomes RUNNING at the next epoch,
         leased to *owner*. Concurrent callers never claim the same run.
+
+        *version* is the claimer's code version: a run this claim starts for the first
+        time (``started_at`` was None) takes it as its ``version`` (None keeps the
+        run's). With *only_version* (which needs a *version*), only runs that never
+        started or whose ``version`` is *version* are claimed
+        (`durable.core.run_options.serves`); the others stay QUEUED for claimers of
+        their version, and the runs behind them may be claimed.
 
         The limits *queue* declares (`QueueStore.put_queue`) hold across concurrent
         callers: at most ``concurrency`` of its runs RUNNING on an unexpired lease; at

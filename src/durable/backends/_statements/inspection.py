@@ -33,6 +33,7 @@ def query_values(query: RunQuery) -> dict[str, Any]:
         "search": query.id_contains,
         "after_created": None if query.after is None else query.after[0],
         "after_id": None if query.after is None else query.after[1],
+        "version": query.version,
     }
     return {name: value for name, value in values.items() if value is not None}
 
@@ -278,6 +279,8 @@ class RunListings:
             needle = sa.bindparam("search", type_=sa.Text)
             position = sa.func.strpos if self._compiler.postgres else sa.func.instr
             where.append(position(r.id, needle) > 0)
+        if "version" in values:
+            where.append(r.version == sa.bindparam("version", type_=sa.Text))
         if "after_created" in values:
             after = sa.bindparam("after_created", type_=sa.Double)
             where.append(r.created_at <= after)  # a plain bound first: an index range

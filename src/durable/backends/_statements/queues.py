@@ -30,6 +30,10 @@ _ZERO: Any = sa.literal_column("0")
 class QueueStatements(Compiler):
     """The statements of `QueueStore` and limited claims (`_define_queues`)."""
 
+    #: from `RunStatements`: the version rules every claim shares.
+    _served: Callable[[Any], Any]
+    _first_version: Callable[[Any], Any]
+
     def _define_queues(self) -> None:
         q, r, now = queues.c, runs.c, self._now
         name = bind("name", q.name)
@@ -128,6 +132,7 @@ class QueueStatements(Compiler):
                 r.status == QUEUED,
                 r.queue == bind("queue", r.queue),
                 self._in_names(r.workflow, "workflows"),
+                self._served(r),
             )
             .order_by(*order)
             .limit(sa.bindparam("scan", type_=sa.Integer))
@@ -214,6 +219,7 @@ class QueueStatements(Compiler):
                 started_at=sa.func.coalesce(r.started_at, at),
                 wake_at=sa.null(),
                 waiting_on=sa.null(),
+                version=self._first_version(r),
             )
             .returning(*runs.c)
         )

@@ -40,6 +40,7 @@ class MemoryInspection(MemoryBase):
                 and (query.parent_id is None or run.parent_id == query.parent_id)
                 and (query.id_contains is None or query.id_contains in run.id)
                 and (query.after is None or (run.created_at, run.id) < query.after)
+                and (query.version is None or run.version == query.version)
             )
 
         with self._lock:

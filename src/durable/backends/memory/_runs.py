@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from durable.backends._protocol.waits import TIMERS
 from durable.core.queues import Queue
 from durable.core.records import NewRun, Run, RunStatus, Step, StepStatus
-from durable.core.run_options import claim_order
+from durable.core.run_options import claim_order, serves, serving
 
 from ._base import MemoryBase
 
@@ -118,13 +118,24 @@ class MemoryRuns(MemoryBase):
         return True
 
     def claim_run(
-        self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        lease: float,
+        epoch: int,
+        dead_owner: str | None = None,
+        version: str | None = None,
+        only_version: bool = False,
     ) -> Run | None:
         """See `RunStore.claim_run`."""
+        only = serving(version, only_version)
         with self._lock:
             self._check_open()
             run = self._runs.get(run_id)
             if run is None or run.epoch != epoch:
+                return None
+            if only is not None and not serves(run, only):
                 return None
             now = self.now()
             if run.status is RunStatus.RUNNING:
@@ -134,12 +145,12 @@ class MemoryRuns(MemoryBase):
                     return None
                 if not self._admitted(run, now):
                     return None
-                return self._claim(run, owner, lease, now, run.recoveries + 1)
+                return self._claim(run, owner, lease, now, run.recoveries + 1, version=version)
             due = run.status is RunStatus.WAITING and run.wake_at is not None and run.wake_at <= now
             if (run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due) and self._admitted(
                 run, now
             ):
-                return self._claim(run, owner, lease, now, run.recoveries)
+                return self._claim(run, owner, lease, now, run.recoveries, version=version)
             return None
 
     def _hung(self, run_id: str, now: float) -> bool:
@@ -149,7 +160,17 @@ class MemoryRuns(MemoryBase):
             for step in self._history.get(run_id, {}).values()
         )
 
-    def _claim(self, run: Run, owner: str, lease: float, now: float, recoveries: int) -> Run:
+    def _claim(
+        self,
+        run: Run,
+        owner: str,
+        lease: float,
+        now: float,
+        recoveries: int,
+        *,
+        version: str | None,
+    ) -> Run:
+        first = run.started_at is None
         claimed = dataclasses.replace(
             run,
             status=RunStatus.RUNNING,
@@ -158,9 +179,11 @@ class MemoryRuns(MemoryBase):
             lease_until=now + lease,
             recoveries=recoveries,
             updated_at=now,
-            started_at=run.started_at if run.started_at is not None else now,
+            started_at=now if first else run.started_at,
             wake_at=None,
             waiting_on=None,
+            # The version of the code that first executes a run (see `claim_next`).
+            version=version if first and version is not None else run.version,
         )
         self._runs[run.id] = claimed
         return claimed
@@ -181,20 +204,29 @@ class MemoryRuns(MemoryBase):
         workflows: Sequence[str],
         limit: int,
         lease: float,
+        version: str | None = None,
+        only_version: bool = False,
     ) -> Sequence[Run]:
         """See `RunStore.claim_next`."""
+        only = serving(version, only_version)
         with self._lock:
             self._check_open()
             names = set(workflows)
             ready = [
                 run
                 for run in self._runs.values()
-                if run.status is RunStatus.QUEUED and run.queue == queue and run.workflow in names
+                if run.status is RunStatus.QUEUED
+                and run.queue == queue
+                and run.workflow in names
+                and (only is None or serves(run, only))
             ]
             ready.sort(key=claim_order)
             now = self.now()
             chosen = self._limits(queue, ready, limit, now)
-            return [self._claim(run, owner, lease, now, run.recoveries) for run in chosen]
+            return [
+                self._claim(run, owner, lease, now, run.recoveries, version=version)
+                for run in chosen
+            ]
 
     def queued_workflows(self, queues: Sequence[str]) -> Sequence[str]:
         """See `RunStore.queued_workflows`."""

@@ -179,10 +179,18 @@ class SQLQueues(SQLBase):
             self._unlimited_until.pop(name, None)
 
     def _claim_limited(
-        self, *, owner: str, queue: str, workflows: Sequence[str], limit: int, lease: float
+        self,
+        *,
+        owner: str,
+        queue: str,
+        workflows: Sequence[str],
+        limit: int,
+        lease: float,
+        versions: dict[str, str | None],
     ) -> list[Run] | None:
         """Claim from a queue that declares limits, holding its lock; None if it has
-        no row after all (then the plain claim applies)."""
+        no row after all (then the plain claim applies). *versions*: the claim's
+        ``version`` and ``only`` parameters (see `claim_next`)."""
         names = self._names(list(workflows))
 
         def body(session: Session, retried: bool) -> list[Run] | None:
@@ -217,6 +225,7 @@ class SQLQueues(SQLBase):
                         "scan": scan,
                         "key_rate": limits.key_rate,
                         "key_per": limits.key_per,
+                        **versions,
                     }
                     claimed = self._execute(session, claim, values).fetchall()
                     runs += [_rows.run(found) for found in claimed]

@@ -14,7 +14,7 @@ from durable.backends._connections import Session
 from durable.backends._group import GroupCommit, Rows, Write, one_by_one
 from durable.backends._statements.history import RECORD_ORDER
 from durable.core.records import NewRun, Run, RunStatus, Step
-from durable.core.run_options import claim_order
+from durable.core.run_options import claim_order, serving
 
 from ._base import SQLBase
 
@@ -242,7 +242,15 @@ class SQLRuns(SQLBase):
         return self._finished(run_id, epoch, status, rows, retried)
 
     def claim_run(
-        self, run_id: str, *, owner: str, lease: float, epoch: int, dead_owner: str | None = None
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        lease: float,
+        epoch: int,
+        dead_owner: str | None = None,
+        version: str | None = None,
+        only_version: bool = False,
     ) -> Run | None:
         """See `RunStore.claim_run`."""
         values = {
@@ -251,6 +259,8 @@ class SQLRuns(SQLBase):
             "owner": owner,
             "lease": lease,
             "dead_owner": dead_owner,
+            "version": version,
+            "only": serving(version, only_version),
         }
 
         def body(conn: Any, retried: bool) -> Run | None:
@@ -284,12 +294,16 @@ class SQLRuns(SQLBase):
         workflows: Sequence[str],
         limit: int,
         lease: float,
+        version: str | None = None,
+        only_version: bool = False,
     ) -> Sequence[Run]:
         """See `RunStore.claim_next`."""
+        versions = {"version": version, "only": serving(version, only_version)}
         if queue in self._limited:
             limited = self._claim_limited(
-                owner=owner, queue=queue, workflows=workflows, limit=limit, lease=lease
-            )
+                owner=owner, queue=queue, workflows=workflows, limit=limit, lease=lease,
+                versions=versions,
+            )  # fmt: skip
             if limited is not None:
                 return sorted(limited, key=claim_order)
             self._limited.discard(queue)
@@ -299,6 +313,7 @@ class SQLRuns(SQLBase):
             "queue": queue,
             "workflows": self._names(list(workflows)),
             "limit": limit,
+            **versions,
         }
         # Not retried on a lost connection: a claim that committed unseen is not ours to
         # find again; those runs come back to the queue when their lease expires.
@@ -310,8 +325,9 @@ class SQLRuns(SQLBase):
         )
         if not rows and self._declares(queue):  # refused by the guard: limits
             limited = self._claim_limited(
-                owner=owner, queue=queue, workflows=workflows, limit=limit, lease=lease
-            )
+                owner=owner, queue=queue, workflows=workflows, limit=limit, lease=lease,
+                versions=versions,
+            )  # fmt: skip
             return sorted(limited or [], key=claim_order)
         # RETURNING comes in the update's scan order, not the subquery's.
         # claim_order: a row with a priority of another type sorts last, not raises.

@@ -6,7 +6,7 @@ import { conditionalGet } from "./http.js";
 const PAGE_SIZE = "50";
 
 /* Kept while the tab lives, so coming back from a run finds the same filters. */
-const filters = { status: "", workflow: "", search: "", since: "" };
+const filters = { status: "", workflow: "", version: "", search: "", since: "" };
 
 /* Mount the page into #view; refreshNow() asks the poller for an immediate refresh. */
 export function runsPage(refreshNow) {
@@ -57,7 +57,7 @@ export function runsPage(refreshNow) {
 }
 
 function fillRow(row, run) {
-  const [status, id, workflow, created, duration] = cells(row, 5);
+  const [status, id, workflow, version, created, duration] = cells(row, 6);
   if (!status.firstChild) {
     status.append(el("span"));
     id.append(runLink(run.id));
@@ -65,6 +65,7 @@ function fillRow(row, run) {
   row.setAttribute("data-status", run.status);
   chip(status.firstChild, run.status);
   workflow.textContent = run.workflow;
+  version.textContent = run.version ?? "-";
   timeCell(created, run.created_at);
   duration.textContent = formatDuration(run.duration);
 }
