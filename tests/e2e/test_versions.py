@@ -1,8 +1,9 @@
 """A blue/green deploy with `durable worker --version V --only-version`, end to end.
 
-Runs a v1 worker started are waiting when a v2 worker starts beside it. Each worker is
-held (SIGSTOP) while the other alone could claim the other's runs, and must not: the
-version filter, not timing, decides who continues what. The ledger and the recorded
+Runs a v1 worker started are waiting when a v2 worker starts beside it; new runs are
+created by the new code (stamped v2). Each worker is held (SIGSTOP) while the other
+alone could claim the other's runs (new or waiting), and must not: the version
+filter, not timing, decides who starts and continues what. The ledger and the recorded
 results name the process (and its code version) that ran every body.
 """
 
@@ -51,8 +52,8 @@ def started(children: Children, version: str) -> subprocess.Popen[str]:
 def test_old_runs_drain_on_the_old_worker_new_runs_run_on_the_new(
     children: Children, url: str, engine: durable.Engine
 ) -> None:
-    """v1's waiting runs finish on the v1 worker, runs v2 started on the v2 worker, each
-    left queued while only the other worker could have claimed it."""
+    """v1's waiting runs finish on the v1 worker, runs the v2 code created run on the v2
+    worker, each left queued while only the other worker could have claimed it."""
     v1 = started(children, "v1")
     for run_id in OLD:
         durable.dispatch(deployed, id=run_id)
@@ -60,12 +61,19 @@ def test_old_runs_drain_on_the_old_worker_new_runs_run_on_the_new(
     assert versions(url, OLD) == {"v1"}, "stamped by the worker that first started them"
 
     v2 = started(children, "v2")
-    v1.send_signal(signal.SIGSTOP)  # new runs go to v2 (v1 would take them too: they are new)
+    v2.send_signal(signal.SIGSTOP)
+    try:  # created by the new code (stamped v2): the v1 worker must leave them queued
+        with durable.Engine(url, version="v2") as new_code:
+            for run_id in NEW:
+                new_code.dispatch_call(deployed.bind(), run_id=run_id)
+        time.sleep(CHANCE)
+        assert all_in(url, NEW, "queued"), "the v1 worker must not start v2's new runs"
+    finally:
+        v2.send_signal(signal.SIGCONT)
+    until(lambda: all_in(url, NEW, "waiting"), 30, "the new runs to wait on v2")
+    assert versions(url, NEW) == {"v2"}
+    v1.send_signal(signal.SIGSTOP)
     try:
-        for run_id in NEW:
-            durable.dispatch(deployed, id=run_id)
-        until(lambda: all_in(url, NEW, "waiting"), 30, "the new runs to wait on v2")
-        assert versions(url, NEW) == {"v2"}
         for run_id in OLD:
             durable.send(run_id, "go")
         time.sleep(CHANCE)

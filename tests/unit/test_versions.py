@@ -105,19 +105,23 @@ def test_recovery_leaves_another_versions_runs_alone(backend: MemoryBackend) -> 
 
 
 def test_an_only_version_worker_leaves_other_versions_runs_queued(backend: MemoryBackend) -> None:
-    """A worker with only_version claims new runs and its own version's, and leaves a
-    run another version started queued for that version's workers."""
+    """A worker with only_version claims runs of no version and its own version's, and
+    leaves queued for that version's workers a run another version started, and one it
+    created (an old deploy's worker takes nothing the new code creates, and vice
+    versa)."""
     started = engine_on(backend, "v1")
     new = runs.prepare(started, v_child.bind(1), "theirs", None, owner="h:1:1:x",
                        queue="default", priority=0)  # fmt: skip
     run, _ = backend.create_run(new)
     assert backend.release_run("theirs", run.epoch)  # QUEUED again, started by v1
     engine_on(backend).dispatch_call(v_child.bind(2), run_id="new")
+    engine_on(backend, "v1").dispatch_call(v_child.bind(3), run_id="v1-new")
     worker = Worker(engine_on(backend, "v2", only=True), poll=0.01).start()
     try:
         until(lambda: backend.get_run("new").status is RunStatus.COMPLETED, "the new run")  # type: ignore[union-attr]
         time.sleep(0.1)  # several polls
-        assert backend.get_run("theirs").status is RunStatus.QUEUED  # type: ignore[union-attr]
+        for left in ("theirs", "v1-new"):
+            assert backend.get_run(left).status is RunStatus.QUEUED, left  # type: ignore[union-attr]
     finally:
         worker.stop(grace=1)
     assert backend.get_run("new").version == "v2"  # type: ignore[union-attr]

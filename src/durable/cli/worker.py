@@ -77,8 +77,8 @@ def add_command(commands: Any) -> None:
     worker.add_argument(
         "--only-version",
         action="store_true",
-        help="claim only runs of --version and runs that never started: runs started by "
-        "other versions are left to their own workers (blue/green deploys)",
+        help="claim only runs of --version and runs of no version: runs other versions "
+        "created or started are left to their own workers (blue/green deploys)",
     )
     worker.add_argument(
         "--log-level",

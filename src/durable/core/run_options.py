@@ -106,9 +106,12 @@ def check_version(version: object) -> str:
 
 def serves(run: Any, version: str) -> bool:
     """Whether a process that claims only runs of *version* (``--only-version``) may
-    claim *run*: one of its version, or one that never started (a new run, stamped
-    with the claimer's version when it starts). The storage claims say the same."""
-    return run.started_at is None or run.version == version
+    claim *run*: one of its version, or one that has none (created by a process without
+    a version and never started by one with a version: stamped with the claimer's when
+    it starts). A run another version created or started is left to that version's
+    workers, so an old deploy's workers take nothing new. The storage claims say the
+    same."""
+    return run.version is None or run.version == version
 
 
 def serving(version: str | None, only_version: bool) -> str | None:

@@ -59,10 +59,10 @@ class Engine(Host):
             runs it creates are stamped with it, and so are the runs it starts for the
             first time (a run's version is that of the code that first executed it).
             Default: ``$DURABLE_VERSION``, else none.
-        only_version: claim only runs of *version* and runs that never started, so
-            that a deploy leaves the runs of other versions to the processes that run
-            their code (see docs/howto/workers.md, "Blue/green deploys"). Needs
-            *version*.
+        only_version: claim only runs of *version* and runs of no version (created by
+            a process without one and not started yet), so that a deploy leaves the
+            runs other versions created or started to the processes that run their
+            code (see docs/howto/workers.md, "Blue/green deploys"). Needs *version*.
     """
 
     # -- running calls ---------------------------------------------------------------

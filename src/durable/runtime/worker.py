@@ -289,7 +289,7 @@ class Worker:
 
     def _serves(self, run: Run) -> bool:
         """Whether this worker may claim *run*: any run, or with ``only_version`` one
-        of its version or never started (the claim says the same; this saves it)."""
+        of its version or of none (the claim says the same; this saves it)."""
         version = self.engine.version
         return not self.engine.only_version or version is None or serves(run, version)
 

@@ -1,6 +1,6 @@
 """Conformance checks of code versions: runs stamped with the version of the code that
 created them, then of the code that first started them; claims limited to one version
-(``only_version``: that version's runs and runs never started) on every claim path;
+(``only_version``: that version's runs and runs of no version) on every claim path;
 listing by version.
 
 A run "started" here is one created for an owner and released: QUEUED again, with its
@@ -97,28 +97,30 @@ def check_version_stamped_on_create_and_first_start(make: MakeBackend) -> None:
 
 
 def check_only_version_claim_next(make: MakeBackend) -> None:
-    """claim_next with only_version takes runs of its version and runs never started,
-    and claims past other versions' runs ahead of them in the queue."""
+    """claim_next with only_version takes runs of its version and runs of none, and
+    claims past other versions' runs (started or not) ahead of them in the queue."""
     with _opened(make) as backend:
         _started(backend, "old-v1", "v1")
         _started(backend, "old-none", None)
         _started(backend, "old-v2", "v2")
         backend.create_run(_versioned(_queued("new-v1"), "v1"))
         backend.create_run(_queued("new-none"))
-        assert _claim_all(backend, version="v2", only=True) == {"old-v2", "new-v1", "new-none"}, (
-            "only_version claims its own version's runs and those never started, no others"
+        claimed = _claim_all(backend, version="v2", only=True)
+        assert claimed == {"old-v2", "old-none", "new-none"}, (
+            "only_version claims its own version's runs and runs of no version, no others"
         )
-        assert _get(backend, "new-v1").version == "v2", "a new run is stamped by its first start"
-        for run_id in ("old-v1", "old-none"):
+        assert _get(backend, "new-none").version == "v2", "stamped by its first start"
+        assert _get(backend, "old-none").version is None, "a run that started keeps its none"
+        for run_id in ("old-v1", "new-v1"):
             assert _get(backend, run_id).status is RunStatus.QUEUED, (
-                "another version's started run stays queued for its own workers"
+                "another version's runs, started or not, stay queued for its own workers"
             )
         assert _claim_all(backend, version="v2", only=True) == set()
-        assert _claim_all(backend, version="v1", only=True) == {"old-v1"}
-        assert _claim_all(backend, version="v3", only=False) == {"old-none"}, (
+        assert _claim_all(backend, version="v3", only=False) == {"old-v1", "new-v1"}, (
             "without only_version every run is claimed"
         )
-        assert _get(backend, "old-none").version is None
+        assert _get(backend, "new-v1").version == "v3", "a first start stamps the claimer's"
+        assert _get(backend, "old-v1").version == "v1"
         try:
             backend.claim_next(
                 owner=OTHER,
@@ -160,9 +162,13 @@ def check_only_version_claim_run(make: MakeBackend) -> None:
         )
 
         backend.create_run(_versioned(_queued("new-v1"), "v1"))
-        fresh = _claim_one(backend, "new-v1", 0, "v2")
+        assert _claim_one(backend, "new-v1", 0, "v2") is None, (
+            "a run another version created is left to it, though it never started"
+        )
+        backend.create_run(_queued("new-none"))
+        fresh = _claim_one(backend, "new-none", 0, "v2")
         assert fresh is not None and fresh.version == "v2", (
-            "a run never started is claimed by any version, and stamped with it"
+            "a run of no version is claimed by any version, and stamped with it"
         )
         try:
             backend.claim_run("blocked-v1", owner=OTHER, lease=30, epoch=1, only_version=True)
@@ -178,7 +184,8 @@ def check_only_version_limited_queue(make: MakeBackend) -> None:
         backend.put_queue(Queue(name="limited", concurrency=5))
         _started(backend, "old-v1", "v1", queue="limited")
         _started(backend, "old-v2", "v2", queue="limited")
-        backend.create_run(dataclasses.replace(_queued("new", queue="limited"), version="v1"))
+        backend.create_run(dataclasses.replace(_queued("new-v1", queue="limited"), version="v1"))
+        backend.create_run(_queued("new", queue="limited"))
         claimed = _claim_all(backend, version="v2", only=True, queue="limited")
         assert claimed == {"old-v2", "new"}, "a limited queue's claim keeps to its version"
         assert _get(backend, "new").version == "v2"

@@ -97,8 +97,8 @@ class RunStore(Protocol):
 
         *version* is the claimer's code version: a run this claim starts for the first
         time (``started_at`` was None) takes it as its ``version`` (None keeps the
-        run's). With *only_version* (which needs a *version*), only runs that never
-        started or whose ``version`` is *version* are claimed
+        run's). With *only_version* (which needs a *version*), only runs whose
+        ``version`` is *version* or None are claimed
         (`durable.core.run_options.serves`); the others stay QUEUED for claimers of
         their version, and the runs behind them may be claimed.
 

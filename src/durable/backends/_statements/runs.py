@@ -363,9 +363,9 @@ class RunStatements(Compiler):
     @staticmethod
     def _served(r: Any) -> sa.ColumnElement[bool]:
         """Whether a claimer that serves only version ``:only`` (NULL: any) may claim
-        the run: one of that version, or one never started (`run_options.serves`)."""
+        the run: one of that version, or one of none (`run_options.serves`)."""
         only = bind("only", r.version)
-        return sa.or_(only.is_(None), r.started_at.is_(None), r.version == only)
+        return sa.or_(only.is_(None), r.version.is_(None), r.version == only)
 
     def _hung(self, r: Any) -> sa.ColumnElement[bool]:
         """Whether run *r* has a task attempt past its heartbeat deadline: a RUNNING
