@@ -15,6 +15,7 @@ from typing import Any
 
 from durable.backends import DEFAULT_URL, Backend, open_backend
 from durable.core import error_payloads, serde, signing
+from durable.core.chains import successor_id
 from durable.core.clock import SYSTEM_CLOCK, Clock, DatabaseClock
 from durable.core.functions import Durable
 from durable.core.records import Run, RunStatus
@@ -184,6 +185,13 @@ class Host:
         run = self.backend.get_run(run_id)
         if run is None:
             raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
+        return run
+
+    def follow(self, run: Run) -> Run:
+        """*run*, or if it continued as new, the current run of its chain (successor
+        after successor, as stored now)."""
+        while run.status is RunStatus.CONTINUED:
+            run = self.reread(successor_id(run.id))
         return run
 
     def outcome(self, run: Run) -> Any:
