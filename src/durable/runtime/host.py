@@ -201,8 +201,11 @@ class Host:
         raise self.load_error(self.error_of(run), run.id, None)
 
     def cancel(self, run_id: str) -> bool:
-        """Cancel a run and its children. False if it had already finished (a no-op)."""
+        """Cancel a run and its children (a run that continued as new: the current run
+        of its chain). False if it had already finished (a no-op)."""
         run = self.backend.cancel_run(run_id)
+        while run is not None and run.status is RunStatus.CONTINUED:
+            run = self.backend.cancel_run(successor_id(run.id))
         if run is None:
             raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
         return run.status is RunStatus.CANCELLED or run.cancel_requested
