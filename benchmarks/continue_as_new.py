@@ -8,10 +8,11 @@ The task body stamps the time, so each iteration's cost is the time between two
 consecutive stamps: the hand-over commit, reading the successor, claiming it and its
 first step.
 
-* ms_per_iteration_first / _last: the mean over the first and last W iterations
-  (1,000; 50 with --quick); last_over_first is their ratio. The issue's target is a
-  flat chain: last_over_first <= 1.1 (the tables grow by one run per iteration; no
-  run's history grows).
+* ms_per_iteration_first / _last: the median over the first and last W iterations
+  (1,000; 50 with --quick); last_over_first is their ratio (ms_mean_first / _last:
+  the means, which outliers from other processes move). The issue's target is a flat
+  chain: last_over_first <= 1.1 (the tables grow by one run per iteration; no run's
+  history grows).
 * ms_follow_from_base: `durable.get(base).result()` once the chain has ended: the
   handle follows the chain run by run from its base id.
 """
@@ -25,6 +26,7 @@ sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -92,18 +94,20 @@ def measure(backend: str, n: int, window: int, tmp: Path, pg_url: str) -> dict[s
         followed = time.perf_counter()
         assert durable.get("bench").result() == n
         follow_ms = (time.perf_counter() - followed) * 1e3
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    first = statistics.fmean(gaps[:window]) * 1e3
-    last = statistics.fmean(gaps[-window:]) * 1e3
-    ratio = last / first
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    head, tail = gaps[:window], gaps[-window:]
+    # Medians judge the target: two cores shared with other work put outliers (a WAL
+    # checkpoint, a neighbour's burst) into either window; the means are shown too.
+    ratio = statistics.median(tail) / statistics.median(head)
     return {
         "backend": backend,
         "iterations": n,
         "window": window,
         "s_total": round(total, 3),
-        "ms_per_iteration_first": round(first, 4),
-        "ms_per_iteration_last": round(last, 4),
-        "ms_per_iteration_median": round(statistics.median(gaps) * 1e3, 4),
+        "ms_per_iteration_first": round(statistics.median(head) * 1e3, 4),
+        "ms_per_iteration_last": round(statistics.median(tail) * 1e3, 4),
+        "ms_mean_first": round(statistics.fmean(head) * 1e3, 4),
+        "ms_mean_last": round(statistics.fmean(tail) * 1e3, 4),
         "last_over_first": round(ratio, 3),
         "ms_follow_from_base": round(follow_ms, 1),
         "meets_targets": {"flat_chain": ratio <= TARGET_LAST_OVER_FIRST},

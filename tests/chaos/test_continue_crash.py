@@ -48,9 +48,7 @@ def worker(children: Children, faults: str = "") -> subprocess.Popen[str]:
 
 @pytest.mark.parametrize("url", SQL, indirect=True)
 @pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
-def test_crash_around_a_hand_over(
-    children: Children, url: str, case: tuple[str, str, int]
-) -> None:
+def test_crash_around_a_hand_over(children: Children, url: str, case: tuple[str, str, int]) -> None:
     """Killed (or its acknowledgement lost) at the third hand-over, the chain still
     ends with one run per link and the right result, nothing lost."""
     point, action, repeats = case
@@ -85,4 +83,4 @@ def test_crash_around_a_hand_over(
     assert all(count in (1, 2) for count in counts.values()), counts
     assert len(twice) == repeats, counts
     for run_id in twice:  # only in the process that died, before its result committed
-        assert [b.pid for b in bodies if b.run_id == run_id][0] in killed, bodies
+        assert next(b.pid for b in bodies if b.run_id == run_id) in killed, bodies

@@ -46,6 +46,7 @@ class MemoryBackend(
         self._lock = threading.Lock()
         self._runs = {}
         self._history = {}
+        self._children = {}
         self._events = {}
         self._event_ids = itertools.count(1)
         self._actions = []

@@ -95,8 +95,17 @@ class MemoryContinuing(MemoryBase):
                 self._events[run_id] = kept
             if moved:
                 self._events[successor.id] = moved
-            for child in list(self._runs.values()):
-                if child.parent_id == run_id and not child.status.finished:
-                    self._runs[child.id] = dataclasses.replace(child, parent_id=successor.id)
+            self._adopt(run_id, successor.id)
         self._notify([f"run:{run_id}", f"queue:{successor.queue}"])
         return True
+
+    def _adopt(self, run_id: str, successor_id: str) -> None:
+        """Make *run_id*'s unfinished children *successor_id*'s (the lock held)."""
+        for child_id in sorted(self._children.pop(run_id, ())):
+            child = self._runs.get(child_id)
+            if child is None or child.parent_id != run_id:
+                continue  # purged, or moved before
+            parent = run_id if child.status.finished else successor_id  # a finished one stays
+            if parent == successor_id:
+                self._runs[child_id] = dataclasses.replace(child, parent_id=successor_id)
+            self._children.setdefault(parent, set()).add(child_id)
