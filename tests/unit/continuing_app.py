@@ -83,3 +83,12 @@ class Rounds:
         if self.left > 0:
             durable.continue_as_new(self.left - 1)
         return "done"
+
+
+@workflow
+async def async_counter(i: int, n: int) -> int:
+    """counter, as an async workflow."""
+    j = i + 1
+    if j < n:
+        durable.continue_as_new(j, n)
+    return j

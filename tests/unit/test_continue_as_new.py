@@ -178,3 +178,25 @@ def test_cancel_and_views_of_a_chain(env: DurableEnv) -> None:
     assert ops.get_run("stop")["continued_as"] == "stop~1"
     assert ops.get_run("stop~1")["continues"] == "stop"
     assert ops.get_run("stop~1")["continued_as"] is None
+
+
+def test_an_async_workflow_continues_as_new(memory_engine: durable.Engine) -> None:
+    """execute_async follows the chain of an async workflow to its last run."""
+    import asyncio
+
+    assert asyncio.run(durable.execute_async(app.async_counter, 0, 4, id="aio")) == 4
+    assert memory_engine.reread("aio~2").status is RunStatus.CONTINUED
+    assert memory_engine.reread("aio~3").status is RunStatus.COMPLETED
+
+
+def test_continued_runs_are_finished_for_purge_and_stats(memory_engine: durable.Engine) -> None:
+    """purge deletes continued runs like other finished ones (the running end of a
+    chain stays); stats count each link as a run, neither success nor failure."""
+    assert durable.execute(app.counter, 0, 3, id="old") == 3
+    ops = Operations(memory_engine)
+    [stat] = [s for s in ops.stats()["workflows"] if s["name"] == app.counter.name]
+    assert stat["runs"] == 3 and stat["completed"] == 1 and stat["failed"] == 0
+    assert stat["success"] == 100.0
+    assert durable.purge(0) == 3
+    assert memory_engine.backend.get_run("old") is None
+    assert memory_engine.backend.get_run("old~2") is None
