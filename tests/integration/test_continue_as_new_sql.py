@@ -26,7 +26,7 @@ def test_execute_follows_a_chain_of_two_hundred(engine: durable.Engine) -> None:
     assert len(app.bodies) == 200
     assert [i for _, i in app.bodies] == list(range(200))
     backend = engine.backend
-    for link in (0, 1, 100, 199):
+    for link in range(200):
         run_id = "sql-chain" if link == 0 else f"sql-chain~{link}"
         assert len(backend.load_history(run_id)) == 1, run_id
     assert backend.get_run("sql-chain~199").status is RunStatus.COMPLETED  # type: ignore[union-attr]

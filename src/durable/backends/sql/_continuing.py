@@ -59,8 +59,6 @@ class SQLContinuing(SQLBase):
                 ).fetchone()
                 if ended is None:
                     return self._ours(session, run_id, epoch, retried)
-                if successor.key_limit is not None:
-                    self._ensure_queue(session, successor.queue)
                 created = self._execute(session, sql.create_queued_run, new).fetchone()
                 if created is None:
                     raise _Refused
@@ -70,6 +68,11 @@ class SQLContinuing(SQLBase):
                 self._execute(session, sql.adopt_children, moving)
                 return [ended[0], created[0]]
 
+        if successor.key_limit is not None:  # its queue's claims must take the locked way
+            self._db.run(
+                f"Declaring queue {successor.queue!r}",
+                lambda conn, _: self._ensure_queue(conn, successor.queue),
+            )
         try:
             topics = self._db.run(f"Continuing run {run_id!r} as {successor.id!r}", body)
         except _Refused:
