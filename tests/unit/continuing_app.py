@@ -92,3 +92,10 @@ async def async_counter(i: int, n: int) -> int:
     if j < n:
         durable.continue_as_new(j, n)
     return j
+
+
+@workflow
+def scheduled_loop(at: object) -> None:
+    """A scheduled workflow that never ends: it sleeps, then continues as new."""
+    wait(30)
+    durable.continue_as_new(at)

@@ -9,6 +9,7 @@ import pytest
 import durable
 from durable import RunStatus, StepStatus
 from durable.core.chains import predecessor_id, successor_id
+from durable.core.records import RunQuery
 from durable.errors import DurableError, RunFinished, SerializationError
 from durable.ops import Operations
 from durable.testing import DurableEnv
@@ -202,3 +203,17 @@ def test_continued_runs_are_finished_for_purge_and_stats(memory_engine: durable.
     assert durable.purge(0) == 3
     assert memory_engine.backend.get_run("old") is None
     assert memory_engine.backend.get_run("old~2") is None
+
+
+@pytest.mark.parametrize(("overlap", "chains"), [("skip", 1), ("allow", 3)])
+def test_a_schedules_overlap_policy_sees_a_chain_as_running(
+    env: DurableEnv, overlap: str, chains: int
+) -> None:
+    """A scheduled run that continues as new is still running for the overlap policy:
+    with skip, later ticks start nothing while its chain goes on."""
+    durable.schedule(app.scheduled_loop, id=f"loop-{overlap}", every=60, overlap=overlap)
+    env.advance(210)  # ticks at 60, 120 and 180 s
+    runs = env.backend.list_runs(RunQuery(workflow=app.scheduled_loop.name), limit=100)
+    bases = {run.id.split("~")[0] for run in runs}
+    assert len(bases) == chains, sorted(run.id for run in runs)
+    assert any(run.status is RunStatus.CONTINUED for run in runs)
