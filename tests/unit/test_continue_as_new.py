@@ -11,7 +11,7 @@ from durable import RunStatus, StepStatus
 from durable.core.chains import predecessor_id, successor_id
 from durable.core.records import RunQuery
 from durable.errors import DurableError, RunFinished, SerializationError
-from durable.ops import Operations
+from durable.ops import Conflict, Operations
 from durable.testing import DurableEnv
 from tests.unit import continuing_app as app
 
@@ -171,9 +171,12 @@ def test_arguments_that_do_not_fit_fail_the_run(
 
 
 def test_cancel_and_views_of_a_chain(env: DurableEnv) -> None:
-    """cancel() of an old id reaches the current run; show names the links."""
+    """cancel() of an old id reaches the current run; an operator's cancel of a
+    continued run names its successor; show names the links."""
     env.dispatch(app.accumulate, 0, 3, id="stop")
     env.send("stop", "add", 1)
+    with pytest.raises(Conflict, match="continued as new as run 'stop~1'"):
+        Operations(env.engine).cancel("stop")
     assert durable.cancel("stop") is True
     env.drain()
     assert env.run("stop~1").status is RunStatus.CANCELLED
