@@ -13,6 +13,9 @@ first step.
   the means, which outliers from other processes move). The issue's target is a flat
   chain: last_over_first <= 1.1 (the tables grow by one run per iteration; no run's
   history grows).
+* ms_median_by_window: the median of every window of W iterations, in order. On a
+  loaded machine the two end windows can differ by chance; a cost that grows with the
+  chain would show as a trend through all of them.
 * ms_follow_from_base: `durable.get(base).result()` once the chain has ended: the
   handle follows the chain run by run from its base id.
 """
@@ -109,6 +112,11 @@ def measure(backend: str, n: int, window: int, tmp: Path, pg_url: str) -> dict[s
         "ms_mean_first": round(statistics.fmean(head) * 1e3, 4),
         "ms_mean_last": round(statistics.fmean(tail) * 1e3, 4),
         "last_over_first": round(ratio, 3),
+        # every window's median, first to last: a trend shows here, noise does not repeat
+        "ms_median_by_window": [
+            round(statistics.median(gaps[i : i + window]) * 1e3, 4)
+            for i in range(0, len(gaps) - window + 1, window)
+        ],
         "ms_follow_from_base": round(follow_ms, 1),
         "meets_targets": {"flat_chain": ratio <= TARGET_LAST_OVER_FIRST},
     }
