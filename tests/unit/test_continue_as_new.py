@@ -175,12 +175,16 @@ def test_cancel_and_views_of_a_chain(env: DurableEnv) -> None:
     continued run names its successor; show names the links."""
     env.dispatch(app.accumulate, 0, 3, id="stop")
     env.send("stop", "add", 1)
+    ops = Operations(env.engine)
     with pytest.raises(Conflict, match="continued as new as run 'stop~1'"):
-        Operations(env.engine).cancel("stop")
+        ops.cancel("stop")
+    sent = ops.send("stop", "note", 1, sender="ann")  # logged where it was delivered
+    assert sent["event"]["run_id"] == "stop~1"
+    [action] = ops.actions("stop~1")
+    assert action["action"] == "send" and action["detail"]["sent_to"] == "stop"
     assert durable.cancel("stop") is True
     env.drain()
     assert env.run("stop~1").status is RunStatus.CANCELLED
-    ops = Operations(env.engine)
     assert ops.get_run("stop")["continued_as"] == "stop~1"
     assert ops.get_run("stop~1")["continues"] == "stop"
     assert ops.get_run("stop~1")["continued_as"] is None
