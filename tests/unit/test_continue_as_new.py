@@ -224,3 +224,16 @@ def test_a_schedules_overlap_policy_sees_a_chain_as_running(
     bases = {run.id.split("~")[0] for run in runs}
     assert len(bases) == chains, sorted(run.id for run in runs)
     assert any(run.status is RunStatus.CONTINUED for run in runs)
+
+
+def test_durable_show_names_the_links(env: DurableEnv) -> None:
+    """`durable show` of a continued run says whom it continued as; of a successor,
+    which run it continues."""
+    from durable.cli.output import run_text
+
+    env.execute(app.counter, 0, 2, id="shown")
+    ops = Operations(env.engine)
+    first = run_text(ops.get_run("shown"), [])
+    assert "continued as shown~1" in first and "continues" not in first
+    second = run_text(ops.get_run("shown~1"), [])
+    assert "completed" in second and "continues  shown" in second
