@@ -39,8 +39,8 @@ def request(context: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             f"continue_as_new() is not supported in a child run: run {context.run_id!r} "
             f"was started by run {context.parent_id!r}, which waits for its outcome (or "
             "keeps it in its family). Loop in the child, return to the parent and let the "
-            "parent continue as new, or have the parent dispatch a top-level run from a "
-            "task (durable.dispatch in a task body)."
+            "parent continue as new, or start a top-level run from a task (durable.dispatch"
+            "(..., id=durable.task_key()) in a task body: a run of its own, started once)."
         )
     target = registry.find(context.workflow)
     if target is None:  # it is executing, so it was registered: never, but say so
