@@ -178,3 +178,12 @@ def test_claims_benchmark_quick(tmp_path: Path) -> None:
         if line["backend"] == "postgresql":
             assert line["only_100"]["plan_walks_claim_index"], "the filter keeps the index walk"
             assert line["plain"]["plan_walks_claim_index"]
+
+
+def test_continue_as_new_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/continue_as_new.py --quick runs a 200-run chain per backend and
+    reports the per-iteration cost of its first and last 50 iterations."""
+    for line in run_quick("continue_as_new.py", "memory,sqlite", tmp_path):
+        assert line["iterations"] == 200 and line["window"] == 50
+        assert line["ms_per_iteration_first"] > 0 and line["ms_per_iteration_last"] > 0
+        assert "flat_chain" in line["meets_targets"] and line["ms_follow_from_base"] > 0

@@ -88,6 +88,7 @@ SQL_FILES = (
     "backends/_statements/__init__.py",
     "backends/_statements/base.py",
     "backends/_statements/runs.py",
+    "backends/_statements/continuing.py",
     "backends/_statements/history.py",
     "backends/_statements/waits.py",
     "backends/_statements/inspection.py",

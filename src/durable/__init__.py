@@ -7,6 +7,7 @@ then `ops`, `cli`, `web` and `testing`. See docs/architecture.md.
 """
 
 from . import errors
+from .api.continuing import continue_as_new
 from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
 from .api.handles import Handle, cancel, dispatch, fork, get, pause, resume
@@ -61,6 +62,7 @@ __all__ = [
     "WorkflowTimeout",
     "cancel",
     "configure",
+    "continue_as_new",
     "deprecate_patch",
     "dispatch",
     "errors",

@@ -82,3 +82,11 @@ async def async_application() -> None:
     assert_type(b, float)
     assert_type(c, list[str])
     await durable.execute_async(pipeline.bind(3), id=3)  # type: ignore[call-overload]
+
+
+@workflow
+def poller(cursor: int) -> int:
+    # continue_as_new never returns: code after it is unreachable for the checker.
+    if cursor < 10:
+        durable.continue_as_new(cursor + 1)
+    return cursor

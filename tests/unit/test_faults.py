@@ -75,6 +75,9 @@ def test_every_documented_point_is_a_point() -> None:
         "checkpoint_lost_ack",
         "before_complete",
         "dispatch_lost_ack",
+        "before_continue",
+        "after_continue",
+        "continue_lost_ack",
     }
 
 

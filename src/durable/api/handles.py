@@ -37,12 +37,14 @@ class Handle(Generic[R]):
         return self._host.reread(self.id)
 
     def status(self) -> RunStatus:
-        """The run's status now: queued, running, waiting, blocked, completed, failed,
-        cancelled or dead."""
+        """The run's status now: queued, running, waiting, paused, blocked, completed,
+        failed, cancelled, dead, timed_out or continued (its chain went on in a
+        successor: `result` follows it)."""
         return self.run().status
 
     def result(self, timeout: float | dt.timedelta | None = None) -> R:
-        """Wait for the run to finish and return its result, or raise its error.
+        """Wait for the run to finish and return its result, or raise its error. A run
+        that continued as new is followed to the last run of its chain.
 
         Inside a workflow the wait is durable (see `durable.wait`); elsewhere it blocks.
 

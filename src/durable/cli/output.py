@@ -264,6 +264,8 @@ def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> st
         status += " (cancel requested)"  # a finished run's status says how it ended
     elif run.get("pause_requested") and status not in FINISHED:
         status += " (pause requested)"  # it stops at its next durable call
+    if run.get("continued_as"):
+        status += f" as {run['continued_as']}"  # continue_as_new: the chain goes on there
     lines = [
         ("id", run["id"]),
         ("workflow", run["workflow"]),
@@ -271,6 +273,7 @@ def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> st
         ("queue", f"{run['queue']} (priority {run['priority']})"),
         ("parent", run.get("parent_id") or "-"),
         ("version", run.get("version") or "-"),
+        *([("continues", run["continues"])] if run.get("continues") else []),
     ]
     if run.get("origin"):
         lines.append(("forked from", run["origin"]))

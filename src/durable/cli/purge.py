@@ -22,10 +22,11 @@ examples:
   durable purge --older-than 2w --batch 200       # smaller transactions
 
 Ages: a number and a unit, s (seconds), m (minutes), h (hours), d (days) or w (weeks).
-Deleted: runs that finished (completed, failed, cancelled, dead or timed_out) longer
-ago than the age, with their history and events. Kept: unfinished runs (queued, running,
-waiting, blocked) however old, and every run above or below one in its family: a live
-parent's children, and a live child's parents. A deleted run's id can be used again.
+Deleted: runs that finished (completed, failed, cancelled, dead, timed_out or
+continued) longer ago than the age, with their history and events. Kept: unfinished runs
+(queued, running, waiting, blocked) however old, and every run above or below one
+in its family: a live parent's children, and a live child's parents.
+A deleted run's id can be used again.
 """
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -19,6 +19,9 @@ once. Points:
 ``checkpoint_lost_ack``   a step's write committed, then the driver failed (SQL only)
 ``before_complete``       the workflow returned; its outcome is not recorded yet
 ``dispatch_lost_ack``     a new run's insert committed, then the driver failed (SQL only)
+``before_continue``       a run called continue_as_new(); the hand-over is not committed
+``after_continue``        the hand-over committed (the run continued, its successor queued)
+``continue_lost_ack``     a hand-over committed, then the driver failed (SQL only)
 ========================  =============================================================
 
 Actions: ``exit`` (``os._exit(137)``, like a kill -9 at that line), ``raise``
@@ -46,6 +49,9 @@ POINTS = (
     "checkpoint_lost_ack",
     "before_complete",
     "dispatch_lost_ack",
+    "before_continue",
+    "after_continue",
+    "continue_lost_ack",
 )
 
 #: Which point a committed write's name (as given to `Connections.run`) belongs to.
@@ -54,6 +60,7 @@ _ACK_POINTS = (
     ("Consuming event", "checkpoint_lost_ack"),
     ("Sending event", "checkpoint_lost_ack"),
     ("Creating runs", "dispatch_lost_ack"),
+    ("Continuing run", "continue_lost_ack"),
 )
 
 

@@ -38,6 +38,9 @@ class RunStatus(StrEnum):
     #: holds no thread and is never claimed; `resume()` queues it again. What it waited
     #: for (``wake_at``, ``waiting_on``) is kept, and takes effect once resumed.
     PAUSED = "paused"
+    #: ended by `continue_as_new()`: its successor (id `durable.core.chains.successor_id`)
+    #: goes on with new arguments and a new history. Finished, like the outcomes above.
+    CONTINUED = "continued"
 
     @property
     def finished(self) -> bool:
@@ -52,6 +55,7 @@ _FINISHED = frozenset(
         RunStatus.CANCELLED,
         RunStatus.DEAD,
         RunStatus.TIMED_OUT,
+        RunStatus.CONTINUED,
     }
 )
 

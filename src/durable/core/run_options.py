@@ -6,7 +6,9 @@ starts a claimed batch in, which no stored row can break.
 
 Ids of the form ``<anything>/<digits>`` belong to children: a workflow's child at
 position 3 is ``<parent id>/3`` (see `runtime/children.py`). A run a user created
-with such an id would take a child's place, so users cannot choose one.
+with such an id would take a child's place, so users cannot choose one. Nor ids of
+the form ``<anything>~<digits>``: they name the runs of continue-as-new chains
+(`durable.core.chains`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import reprlib
 from typing import Any
 
+from .chains import is_chain_form, split
 from .durations import seconds
 from .functions import Durable
 from .text import check_text
@@ -66,7 +69,8 @@ def check_run_id(run_id: object) -> str:
 
     Raises:
         TypeError: it is not a string.
-        ValueError: it is empty, longer than MAX_NAME_BYTES, or of a child's form.
+        ValueError: it is empty, longer than MAX_NAME_BYTES, or of a child's form or a
+            continue-as-new successor's form.
         InvalidValue: it holds a NUL or a lone surrogate (`check_text`).
     """
     checked = _name(run_id, "run id", "order-1042")
@@ -77,6 +81,14 @@ def check_run_id(run_id: object) -> str:
             f"the child at position {position} of run {head!r} would be given it. Ids "
             "ending in '/' and digits are reserved for children; use another separator, "
             f"like {head + '-' + position!r} or {head + '/#' + position!r}."
+        )
+    if is_chain_form(checked):
+        base, link = split(checked)
+        raise ValueError(
+            f"Run id {checked!r} has the form of a continue-as-new successor's id "
+            f"(<base id>~<number>): the run {link} links down the chain that starts at run "
+            f"{base!r} would be given it. Ids ending in '~' and digits are reserved for "
+            f"such chains; use another separator, like {base + '-' + str(link)!r}."
         )
     return checked
 

@@ -281,7 +281,10 @@ class Operations:
             raise NotFound(no_run(run_id)) from None
         except RunFinished as error:
             raise Conflict(str(error)) from None
-        self._record(run_id, "send", sender, {"event": event, "key": key, "event_id": sent.id})
+        detail = {"event": event, "key": key, "event_id": sent.id}
+        if sent.run_id != run_id:  # sent to a run that continued as new: its chain got it
+            detail["sent_to"] = run_id
+        self._record(sent.run_id, "send", sender, detail)
         return {"event": _views.event(sent)}
 
     # -- schedules --------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from durable.core.chains import successor_id
 from durable.core.records import Run, RunStatus
 from durable.errors import ConfigurationError, IdempotencyConflict, RunNotFound
 from durable.runtime import forking, resuming
@@ -163,6 +164,11 @@ def _unresumable(run: Run) -> str | None:
 
 
 def _finished(run: Run, verb: str) -> str:
+    if run.status is RunStatus.CONTINUED:  # an operator acts on one run: name the next
+        return (
+            f"Run {run.id!r} continued as new as run {successor_id(run.id)!r}; there is "
+            f"nothing to {verb} here. {verb.capitalize()} the chain's current run instead."
+        )
     return f"Run {run.id!r} has already finished ({run.status.value}); there is nothing to {verb}."
 
 

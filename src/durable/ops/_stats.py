@@ -27,8 +27,9 @@ def stats(outcomes: Iterable[Outcome], *, now: float) -> list[dict[str, Any]]:
 
 def stat(name: str, outcomes: Sequence[Outcome], *, now: float) -> dict[str, Any]:
     """Runs, success % (of the attempts that completed or failed, died or timed out;
-    cancelled ones are neither), average and 95th-percentile duration, and failures in
-    the last day.
+    cancelled ones are neither, and so are runs that continued as new: each link of a
+    chain is a run, and the chain's outcome is its last one's), average and
+    95th-percentile duration, and failures in the last day.
 
     An attempt an operator's retry erased (``retried``) counts as the failure it was,
     in every figure but ``runs``, which counts runs (or calls), not attempts."""

@@ -6,7 +6,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from durable.core.records import Action, Event, Run, Step, StepKind, StepStatus, awaited
+from durable.core.chains import predecessor_id, successor_id
+from durable.core.records import (
+    Action,
+    Event,
+    Run,
+    RunStatus,
+    Step,
+    StepKind,
+    StepStatus,
+    awaited,
+)
 
 from ._values import duration, error, iso, state, value
 
@@ -39,7 +49,9 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 def run_detail(run: Run, children: Sequence[str], snapshot: bytes | None = None) -> dict[str, Any]:
     """One run in full: its summary, input, outcome, what it waits on, its children,
-    and its properties: *snapshot*, the latest it published (`InspectionStore.state`)."""
+    its links in a continue-as-new chain (the successor of a continued run; the run a
+    successor continues, from its id), and its properties: *snapshot*, the latest it
+    published (`InspectionStore.state`)."""
     return {
         **run_summary(run),
         "input": value(run.input),
@@ -47,6 +59,8 @@ def run_detail(run: Run, children: Sequence[str], snapshot: bytes | None = None)
         "error": error(run.error),
         "waiting": waiting(run),
         "children": list(children),
+        "continued_as": successor_id(run.id) if run.status is RunStatus.CONTINUED else None,
+        "continues": predecessor_id(run.id) if run.parent_id is None else None,
         "state": state(snapshot) or {},
     }
 

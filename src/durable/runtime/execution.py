@@ -23,6 +23,7 @@ from durable.core.functions import Call, Durable
 from durable.core.records import Run, RunStatus, Step, StepKind
 from durable.errors import (
     Cancelled,
+    DurableError,
     InvalidValue,
     LeaseLost,
     NondeterminismError,
@@ -31,12 +32,12 @@ from durable.errors import (
     WorkflowTimeout,
 )
 
-from . import tasks
+from . import continuing, tasks
 from .activity import TaskScope
 from .context import RunContext, current
 from .host import Host
 from .loops import run_coroutine
-from .stops import RELEASED, Abandoned, Park, Suspend
+from .stops import RELEASED, Abandoned, ContinueAsNew, Park, Suspend
 
 log = logging.getLogger("durable")
 
@@ -134,6 +135,8 @@ def settle_error(
 ) -> Any:
     """The workflow raised *error*: record the outcome it means, then raise or return it.
     A divergence blocks the run, or fails it if *target* says ``on_divergence="fail"``."""
+    if isinstance(context.fatal, ContinueAsNew):
+        return _continue(host, context, run, context.fatal, target)
     try:
         context.flush()  # the last task's result, before the run's outcome or its wait
     except BaseException as lost:  # LeaseLost or StorageError, as Abandoned (poisoned)
@@ -181,6 +184,41 @@ def settle_error(
         run.id, run.epoch, status, error=host.dump_error(error), state=state
     ):
         raise error
+    return RELEASED
+
+
+def _continue(
+    host: Host, context: RunContext, run: Run, handover: ContinueAsNew, target: Durable[..., Any]
+) -> Any:
+    """Hand the run over to its successor: CONTINUED, with its last task's result and
+    properties, and the successor queued, in one commit (or find out why not)."""
+    try:
+        context.replay.check_complete()  # ending early is a divergence, as for a return
+        state = None if context.properties is None else context.properties.changed()
+        last = context.take_deferred()
+    except BaseException as error:
+        context.fatal = error if isinstance(error, NondeterminismError | Abandoned) else None
+        return settle_error(host, context, run, error, target)
+    if context.interrupts.timed_out:
+        return _time_out(host, run, last, state)
+    faults.hit("before_continue", f"workflow:{run.workflow}")
+    try:
+        continued = host.backend.continue_run(
+            run.id, run.epoch, continuing.successor(run, handover), last_step=last, state=state
+        )
+    except StorageError:
+        host.release_quietly(run)
+        raise
+    except DurableError as refused:  # its successor's id is taken: the run cannot go on
+        if host.backend.finish_run(
+            run.id, run.epoch, RunStatus.FAILED, error=host.dump_error(refused), last_step=last
+        ):
+            raise refused from None
+        return RELEASED
+    if not continued:
+        log.info("run %s: lease lost to another owner (or the run finished meanwhile)", run.id)
+        return RELEASED
+    faults.hit("after_continue", f"workflow:{run.workflow}")
     return RELEASED
 
 

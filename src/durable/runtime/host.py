@@ -15,6 +15,7 @@ from typing import Any
 
 from durable.backends import DEFAULT_URL, Backend, open_backend
 from durable.core import error_payloads, serde, signing
+from durable.core.chains import successor_id
 from durable.core.clock import SYSTEM_CLOCK, Clock, DatabaseClock
 from durable.core.functions import Durable
 from durable.core.records import Run, RunStatus
@@ -219,6 +220,13 @@ class Host:
             raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
         return run
 
+    def follow(self, run: Run) -> Run:
+        """*run*, or if it continued as new, the current run of its chain (successor
+        after successor, as stored now)."""
+        while run.status is RunStatus.CONTINUED:
+            run = self.reread(successor_id(run.id))
+        return run
+
     def outcome(self, run: Run) -> Any:
         """Return a finished run's result, or raise its error (of the original type)."""
         if run.status is RunStatus.COMPLETED:
@@ -226,8 +234,11 @@ class Host:
         raise self.load_error(self.error_of(run), run.id, None)
 
     def cancel(self, run_id: str) -> bool:
-        """Cancel a run and its children. False if it had already finished (a no-op)."""
+        """Cancel a run and its children (a run that continued as new: the current run
+        of its chain). False if it had already finished (a no-op)."""
         run = self.backend.cancel_run(run_id)
+        while run is not None and run.status is RunStatus.CONTINUED:
+            run = self.backend.cancel_run(successor_id(run.id))
         if run is None:
             raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
         return run.status is RunStatus.CANCELLED or run.cancel_requested

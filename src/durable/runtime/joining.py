@@ -1,5 +1,8 @@
 """Waiting for a run's outcome as the caller that wants it: `execute` from app code.
 
+A run that continued as new is followed to its successor, and so on down the chain:
+the outcome is the chain's last run's.
+
 The caller does not only wait: it helps. While the run waits for a timer, the caller
 sleeps until that timer is due and then continues the run itself (unless a worker got
 there first); while the run waits for an inline child, the caller follows the chain
@@ -42,6 +45,10 @@ def join(host: Host, run: Run, target: Durable[..., Any]) -> Any:
             # Watch before reading, so that news arriving in between is not missed.
             watch = host.backend.watch([f"run:{member}" for member in chain])
             run = host.reread(run.id)
+        if run.status is RunStatus.CONTINUED:  # the outcome is its chain's last run's
+            run, first, watch = host.follow(run), True, None
+            if host.pump is not None:
+                host.pump(run.id)
         if run.status.finished:
             return host.outcome(run)
         members = _chain(host, run)
@@ -128,7 +135,8 @@ def _pause(host: Host, watch: Any, chain: list[Run], *, lost_claim: bool) -> Non
 
 
 def wait_for_run(host: Host, run_id: str, *, timeout: float | None = None) -> Run:
-    """Block until run *run_id* has finished; return it. Others execute it.
+    """Block until run *run_id* has finished; return it (or, if it continued as new, the
+    last run of its chain). Others execute it.
 
     Waits on notifications (LISTEN/NOTIFY on PostgreSQL, in-process otherwise),
     re-reading the run at least every second.
@@ -142,6 +150,13 @@ def wait_for_run(host: Host, run_id: str, *, timeout: float | None = None) -> Ru
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         run = host.reread(run_id)
+        if run.status is RunStatus.CONTINUED:  # wait for its chain's last run instead
+            run = host.follow(run)
+            run_id = run.id
+            watch = host.backend.watch([f"run:{run_id}"])
+            if host.pump is not None:
+                host.pump(run_id)
+            continue
         if run.status.finished:
             return run
         left = 1.0 if deadline is None else deadline - time.monotonic()

@@ -25,7 +25,7 @@ from typing import Any
 
 from durable.core.functions import Call, Durable
 from durable.core.hashing import call_hash
-from durable.core.records import NewRun
+from durable.core.records import NewRun, RunStatus
 from durable.core.run_options import check_run_id
 from durable.core.schedules import (
     Advance,
@@ -39,7 +39,7 @@ from durable.core.schedules import (
     run_id,
     zone,
 )
-from durable.errors import PayloadError
+from durable.errors import PayloadError, RunNotFound
 
 from . import registry, runs
 from .host import Host
@@ -262,11 +262,17 @@ def fire_due(host: Host, *, limit: int = BATCH) -> int:
 
 def _overlap_allows(host: Host, schedule: Schedule) -> bool:
     """Whether this firing may start runs, by the overlap policy, given the run its
-    previous firing started (ticks caught up together are all started)."""
+    previous firing started, or the current run of its chain if it continued as new
+    (ticks caught up together are all started)."""
     previous = schedule.last_run_id
     if previous is None or schedule.overlap is Overlap.ALLOW:
         return True
     earlier = host.backend.get_run(previous)
+    if earlier is not None and earlier.status is RunStatus.CONTINUED:
+        try:
+            earlier = host.follow(earlier)  # continue_as_new: the chain's current run
+        except RunNotFound:
+            earlier = None
     if earlier is None or earlier.status.finished:
         return True
     if schedule.overlap is Overlap.SKIP:

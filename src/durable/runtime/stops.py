@@ -1,8 +1,9 @@
 """How an execution stops without an outcome.
 
-A workflow is unwound by one of three `BaseException`s, which `except Exception` in
+A workflow is unwound by one of four `BaseException`s, which `except Exception` in
 workflow code cannot catch: `Suspend` (the run must wait), `Park` (it was asked to
-pause) and `Abandoned` (this process must let go of the run). Executing a run then
+pause), `Abandoned` (this process must let go of the run) and `ContinueAsNew` (the run
+hands its chain over to a successor, which has the outcome). Executing a run then
 returns `RELEASED` instead of an outcome: the run goes on later, or elsewhere.
 """
 
@@ -41,6 +42,21 @@ class Park(BaseException):
 
     def __init__(self) -> None:
         super().__init__("paused")
+
+
+class ContinueAsNew(BaseException):
+    """Unwinds a workflow that called `durable.continue_as_new()`: the execution ends
+    the run CONTINUED and queues its successor with these arguments, in one commit
+    (`RunStore.continue_run`).
+
+    *input* is the successor's stored arguments, *call_hash* its call's hash: checked
+    and encoded at the call, so a refusal raises there, into the workflow.
+    """
+
+    def __init__(self, input: bytes, call_hash: str) -> None:
+        super().__init__("continued as new")
+        self.input = input
+        self.call_hash = call_hash
 
 
 class Abandoned(BaseException):

@@ -229,7 +229,7 @@ def _joining(
     started = recorded or _waiting(context, position, StepKind.JOIN, JOIN, digest)
     started = dataclasses.replace(started, input=host.preview({"run": run_id}))
     try:
-        run = host.reread(run_id)
+        run = host.follow(host.reread(run_id))  # a chain's outcome is its last run's
     except StorageError as error:
         raise context.poison(error) from None
     if run.status.finished:
@@ -254,7 +254,7 @@ def _joining(
     if recorded is None:
         context.record(dataclasses.replace(started, wake_at=deadline))
     _handled(context, live=True)
-    raise _suspend(context, deadline, f"run:{run_id}")
+    raise _suspend(context, deadline, f"run:{run.id}")
 
 
 def send(context: RunContext, run_id: str, name: str, payload: Any) -> None:

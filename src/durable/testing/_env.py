@@ -231,7 +231,7 @@ class DurableEnv:
         """Run the world until run *run_id* has finished (the engine's pump)."""
         self.drain()
         for _ in range(self.max_jumps):
-            run = self.engine.reread(run_id)
+            run = self.engine.follow(self.engine.reread(run_id))  # a chain: its last run
             if run.status.finished:
                 return
             if run.status is RunStatus.BLOCKED:

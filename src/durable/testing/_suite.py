@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import _conformance_continuing as continuing
 from . import _conformance_control as control
 from . import _conformance_forks as forks
 from . import _conformance_history as history
@@ -48,6 +49,9 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     runs.check_claim_next_priorities_at_the_int4_limits,
     runs.check_claim_next_race,
     runs.check_cancel_tree,
+    continuing.check_continue_run_hands_over,
+    continuing.check_continue_run_is_fenced_and_once,
+    continuing.check_send_follows_the_chain,
     control.check_pause_and_resume_a_tree,
     control.check_pause_meets_resume_and_cancel,
     control.check_resume_reopens_a_cancelled_run,

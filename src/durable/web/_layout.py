@@ -50,6 +50,8 @@ _END_STATES = {
     "cancelled": "cancelled",
     # stopped at its deadline, with a WorkflowTimeout: an error, like a failure
     "timed_out": "failed",
+    # handed over to its successor (continue_as_new): this run ended as it should
+    "continued": "finished",
 }
 #: The run statuses that stop a run from outside: what it had not finished never will.
 _STOPPED = ("cancelled", "timed_out")

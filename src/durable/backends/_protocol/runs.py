@@ -149,7 +149,7 @@ class RunStore(Protocol):
         *state*: the properties snapshot the run's last stretch of code made (`Run.state`,
         in the same commit); None keeps the stored one.
 
-        *status* is COMPLETED, FAILED, CANCELLED or DEAD (terminal: only
+        *status* is COMPLETED, FAILED, CANCELLED, TIMED_OUT or DEAD (terminal: only
         an operator's `retry_run` changes FAILED or DEAD again)
         or BLOCKED (resumable once the code matches the history again). ``run:<id>``
         is notified, and a parent WAITING on this run (``waiting_on == "run:<id>"``) is
@@ -161,6 +161,42 @@ class RunStore(Protocol):
             False if the run's epoch moved on, or it already finished; nothing changed
             then. Of concurrent finishes at one epoch the first wins, and the others
             return False.
+        """
+        ...
+
+    def continue_run(
+        self,
+        run_id: str,
+        epoch: int,
+        successor: NewRun,
+        *,
+        last_step: Step | None = None,
+        state: bytes | None = None,
+    ) -> bool:
+        """Hand a RUNNING top-level run over to its successor (``continue_as_new``), in
+        one transaction, fenced by *epoch*, the run being unfinished and having no parent:
+
+        * *last_step* and *state* are recorded as by `finish_run`;
+        * the run becomes CONTINUED (finished: ``finished_at`` set, lease dropped);
+        * *successor* (no owner; its id `durable.core.chains.successor_id` of *run_id*)
+          is created QUEUED, as by `create_run`, with the run's cancel and pause
+          requests carried over;
+        * the run's unconsumed events move to the successor's inbox, in their order
+          (an event sent to the run before this commits is the successor's; a
+          `send_event` after it follows the chain);
+        * the run's unfinished children become the successor's children, so that
+          cancelling (and purging) the chain still reaches them.
+
+        ``run:<id>`` and the successor's ``queue:<name>`` are notified.
+
+        Returns:
+            True if this call continued the run (or, after a lost acknowledgement, its
+            own earlier attempt did); False, changing nothing, if the epoch moved on,
+            the run finished, or it has a parent.
+
+        Raises:
+            IdempotencyConflict: a run with the successor's id exists already (made
+                with a reserved id before they were reserved); nothing changed.
         """
         ...
 

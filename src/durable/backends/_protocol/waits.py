@@ -90,8 +90,13 @@ class WaitStore(Protocol):
         seen before, the earlier event is returned and nothing is added; concurrent
         sends with one key store one event, and every caller gets it.
 
+        To a CONTINUED run (see `RunStore.continue_run`) the event goes to the current
+        run of its chain: successors are followed, each locked in turn, in the same
+        transaction (a key seen by a run on the way counts as seen). The returned
+        event's ``run_id`` names the run that got it.
+
         Raises:
-            RunNotFound: no run has this id.
+            RunNotFound: no run has this id (nor, following a chain, its successor).
             RunFinished: the run has finished; it will never consume the event.
         """
         ...

@@ -4,7 +4,7 @@
 time the backend (`durable.backends.sql`) sends the compiled text straight to the
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
-serve, one module each: runs.py, history.py, waits.py, inspection.py, control.py,
+serve, one module each: runs.py, continuing.py, history.py, waits.py, inspection.py, control.py,
 schedules.py and queues.py, on the shared pieces of base.py. Every write is a single statement, so
 each is its own short transaction:
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .continuing import ContinuingStatements
 from .control import ControlStatements
 from .history import HistoryStatements
 from .inspection import InspectionStatements
@@ -30,6 +31,7 @@ from .waits import WaitStatements
 
 class Queries(
     RunStatements,
+    ContinuingStatements,
     HistoryStatements,
     WaitStatements,
     InspectionStatements,
@@ -42,6 +44,7 @@ class Queries(
     def __init__(self, dialect: sa.Dialect) -> None:
         super().__init__(dialect)
         self._define_runs()
+        self._define_continuing()
         self._define_history()
         self._define_waits()
         self._define_inspection()

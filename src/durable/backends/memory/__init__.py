@@ -3,7 +3,8 @@
 It is the reference implementation of the Backend contracts and what unit tests run
 on. It keeps nothing across processes. Its clock is injectable, so a virtual clock can
 drive lease expiry in tests. The class is assembled from one mixin per role of the
-storage seam: runs and leases (_runs.py), histories (_history.py), waits (_waits.py),
+storage seam: runs and leases (_runs.py), the hand-over of continue-as-new
+(_continuing.py), histories (_history.py), waits (_waits.py),
 cancelling and pausing (_control.py), schedules (_schedules.py), queue limits
 (_queues.py) and the operator's side (_inspection.py), on the shared state of _base.py.
 """
@@ -16,6 +17,7 @@ import threading
 from durable.backends._hub import Hub
 from durable.core.clock import SYSTEM_CLOCK, Clock
 
+from ._continuing import MemoryContinuing
 from ._control import MemoryControl
 from ._history import MemoryHistory
 from ._inspection import MemoryInspection
@@ -29,6 +31,7 @@ __all__ = ["MemoryBackend"]
 
 class MemoryBackend(
     MemoryRuns,
+    MemoryContinuing,
     MemoryHistory,
     MemoryWaits,
     MemoryInspection,
@@ -43,6 +46,7 @@ class MemoryBackend(
         self._lock = threading.Lock()
         self._runs = {}
         self._history = {}
+        self._children = {}
         self._events = {}
         self._event_ids = itertools.count(1)
         self._actions = []

@@ -23,6 +23,9 @@ class MemoryBase:
     _lock: threading.Lock
     _runs: dict[str, Run]
     _history: dict[str, dict[int, Step]]
+    #: parent id -> the ids of runs created (or re-parented) under it: a hint, read
+    #: against each run's own ``parent_id`` (a purged or moved run may linger in it).
+    _children: dict[str, set[str]]
     _events: dict[str, list[Event]]
     _event_ids: itertools.count[int]
     _actions: list[Action]

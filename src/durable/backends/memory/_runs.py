@@ -68,6 +68,8 @@ class MemoryRuns(MemoryBase):
             )
             self._runs[new.id] = run
             self._history[new.id] = {}
+            if new.parent_id is not None:
+                self._children.setdefault(new.parent_id, set()).add(new.id)
         if not owned:
             self._hub.notify(f"queue:{new.queue}" if later is None else TIMERS)
         return run, True

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from durable.backends._hub import Watch
 from durable.backends._protocol.waits import TIMERS
+from durable.core.chains import successor_id
 from durable.core.records import Event, RunStatus, Step, StepStatus, awaited, requests
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
@@ -114,13 +115,17 @@ class MemoryWaits(MemoryBase):
         """See `WaitStore.send_event`."""
         with self._lock:
             self._check_open()
-            run = self._runs.get(run_id)
-            if run is None:
-                raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
-            inbox = self._events.setdefault(run_id, [])
-            earlier = next((e for e in inbox if key is not None and e.key == key), None)
-            if earlier is not None:
-                return earlier
+            while True:
+                run = self._runs.get(run_id)
+                if run is None:
+                    raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
+                inbox = self._events.setdefault(run_id, [])
+                earlier = next((e for e in inbox if key is not None and e.key == key), None)
+                if earlier is not None:
+                    return earlier
+                if run.status is not RunStatus.CONTINUED:
+                    break
+                run_id = successor_id(run_id)  # the chain goes on there
             if run.status.finished:
                 raise RunFinished(
                     f"Run {run_id!r} has finished ({run.status}); it will never receive "

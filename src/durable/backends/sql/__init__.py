@@ -1,7 +1,8 @@
 """SQLBackend: the Backend contract on SQLite (stdlib driver) and PostgreSQL (psycopg 3).
 
 The class is assembled from one mixin per role of the storage seam: runs and leases
-(_runs.py, and their writes of many rows at once in _many.py), histories
+(_runs.py, and their writes of many rows at once in _many.py), the hand-over of
+continue-as-new (_continuing.py), histories
 (_history.py), waits (_waits.py), cancelling and pausing (_control.py), schedules
 (_schedules.py), queue limits (_queues.py) and the operator's side (_inspection.py), on
 the shared plumbing of _base.py. This module opens the database:
@@ -37,6 +38,7 @@ from durable.backends._relaxed import RelaxedCommits
 from durable.backends._statements import Queries
 from durable.errors import ConfigurationError
 
+from ._continuing import SQLContinuing
 from ._control import SQLControl
 from ._history import SQLHistory
 from ._inspection import SQLInspection
@@ -50,7 +52,15 @@ __all__ = ["SQLBackend"]
 
 
 class SQLBackend(
-    SQLRuns, SQLMany, SQLHistory, SQLWaits, SQLInspection, SQLControl, SQLSchedules, SQLQueues
+    SQLRuns,
+    SQLContinuing,
+    SQLMany,
+    SQLHistory,
+    SQLWaits,
+    SQLInspection,
+    SQLControl,
+    SQLSchedules,
+    SQLQueues,
 ):
     """A backend on SQLite or PostgreSQL.
 

@@ -18,6 +18,7 @@ from durable.backends._group import Rows
 from durable.backends._hub import Watch
 from durable.backends._listener import Listener
 from durable.backends._statements.base import CHANNEL
+from durable.core.chains import successor_id
 from durable.core.records import Event, RunStatus, Step, StepStatus, awaited
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
@@ -126,37 +127,42 @@ class SQLWaits(SQLBase):
 
         def body(session: Session, _retried: bool) -> tuple[Event, Rows]:
             with self._db.transaction(session):
-                row = self._execute(session, self._sql.lock_run, {"id": run_id}).fetchone()
-                if row is None:
-                    raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
-                if key is not None:
-                    earlier = self._execute(
-                        session, self._sql.find_key, {"id": run_id, "key": key}
-                    ).fetchone()
-                    if earlier is not None:
-                        return _rows.event(earlier), []
-                status = _rows.RUN_STATUS[row[0]]
+                target = run_id
+                while True:  # a continued run's events go down its chain (see continuing.py)
+                    row = self._execute(session, self._sql.lock_run, {"id": target}).fetchone()
+                    if row is None:
+                        raise RunNotFound(f"No run has the id {target!r}.", run_id=target)
+                    if key is not None:
+                        earlier = self._execute(
+                            session, self._sql.find_key, {"id": target, "key": key}
+                        ).fetchone()
+                        if earlier is not None:
+                            return _rows.event(earlier), []
+                    status = _rows.RUN_STATUS[row[0]]
+                    if status is not RunStatus.CONTINUED:
+                        break
+                    target = successor_id(target)
                 if status.finished:
                     raise RunFinished(
-                        f"Run {run_id!r} has finished ({status}); it will never receive "
+                        f"Run {target!r} has finished ({status}); it will never receive "
                         f"event {name!r}.",
-                        run_id=run_id,
+                        run_id=target,
                         status=status.value,
                     )
                 event_id, sent_at = self._execute(
                     session,
                     self._sql.insert_event,
-                    {"id": run_id, "name": name, "payload": payload, "sender": sender, "key": key},
+                    {"id": target, "name": name, "payload": payload, "sender": sender, "key": key},
                 ).fetchone()
                 woken: Rows = []
                 named, any_event = awaited(row[1])
                 if status is RunStatus.WAITING and (any_event or named == f"event:{name}"):
                     woken = self._execute(
-                        session, self._sql.wake, {"id": run_id, "waiting_on": row[1]}
+                        session, self._sql.wake, {"id": target, "waiting_on": row[1]}
                     ).fetchall()
             event = Event(
                 id=event_id,
-                run_id=run_id,
+                run_id=target,
                 name=name,
                 payload=payload,
                 sent_at=sent_at,

@@ -12,7 +12,7 @@ import { conditionalGet, post, session } from "./http.js";
 import { openPanel, refreshPanel } from "./panel.js";
 import { drawTimeline } from "./timeline.js";
 
-const FINISHED = new Set(["completed", "failed", "cancelled", "dead", "timed_out"]);
+const FINISHED = new Set(["completed", "failed", "cancelled", "dead", "timed_out", "continued"]);
 /* The statuses a run can be paused in (unless it is being cancelled). */
 const PAUSABLE = new Set(["queued", "running", "waiting"]);
 
@@ -159,6 +159,9 @@ function renderRun(run, showEventForm) {
     ["Pause", run.pause_requested && !FINISHED.has(run.status) ? "requested" : null],
     ["Parent", run.parent_id && runLink(run.parent_id)],
     ["Forked from", run.origin && runLink(run.origin)],
+    // continue_as_new: the chain goes on in its successor
+    ["Continued as", run.continued_as && runLink(run.continued_as)],
+    ["Continues", run.continues && runLink(run.continues)],
   ]);
   renderWaiting(run);
   renderChildren(run.children || []);

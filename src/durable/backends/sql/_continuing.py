@@ -1,0 +1,93 @@
+"""The SQL backend's hand-over of a run to its successor (continue-as-new).
+
+A mixin of `SQLBackend`; the statements are in `_statements/continuing.py`. One
+transaction does it all, so a crash leaves either the run as it was (its replay hands
+over again, to the same successor id) or the chain handed over, never half of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from durable.backends._connections import Session
+from durable.core.chains import successor_taken
+from durable.core.records import NewRun, RunStatus, Step
+
+from ._base import SQLBase
+
+
+class _Refused(Exception):
+    """Rolls back a hand-over whose successor's id is another run's."""
+
+
+class SQLContinuing(SQLBase):
+    """`RunStore.continue_run` for `SQLBackend` (see there for the contract)."""
+
+    _record_in: Callable[[Session, Step, int], tuple[Step, int] | None]
+    #: from `SQLQueues`: a run with its own key limit gives its queue a row.
+    _ensure_queue: Callable[[Any, str], None]
+
+    def continue_run(
+        self,
+        run_id: str,
+        epoch: int,
+        successor: NewRun,
+        *,
+        last_step: Step | None = None,
+        state: bytes | None = None,
+    ) -> bool:
+        """See `RunStore.continue_run`."""
+        sql = self._sql
+        new = {
+            "id": successor.id, "workflow": successor.workflow, "status": RunStatus.QUEUED.value,
+            "input": successor.input, "call_hash": successor.call_hash, "epoch": 0,
+            "owner": None, "lease": None, "parent_id": None, "queue": successor.queue,
+            "priority": successor.priority, "owned": 0, "timeout": successor.timeout,
+            "key": successor.key, "key_limit": successor.key_limit, "wake_at": None,
+            "version": successor.version, "origin": successor.origin,
+        }  # fmt: skip
+        moving = {"id": run_id, "successor": successor.id}
+
+        def body(session: Session, retried: bool) -> list[str] | None:
+            with self._db.transaction(session):
+                self._execute(session, sql.lock_run, {"id": run_id})
+                if last_step is not None and self._record_in(session, last_step, epoch) is None:
+                    return self._ours(session, run_id, epoch, retried)
+                ended = self._execute(
+                    session, sql.continue_run, {"id": run_id, "epoch": epoch, "state": state}
+                ).fetchone()
+                if ended is None:
+                    return self._ours(session, run_id, epoch, retried)
+                created = self._execute(session, sql.create_queued_run, new).fetchone()
+                if created is None:
+                    raise _Refused
+                if ended[1]:
+                    self._execute(session, sql.carry_requests, {**moving, "requests": ended[1]})
+                self._execute(session, sql.move_events, moving)
+                self._execute(session, sql.adopt_children, moving)
+                return [ended[0], created[0]]
+
+        if successor.key_limit is not None:  # its queue's claims must take the locked way
+            self._db.run(
+                f"Declaring queue {successor.queue!r}",
+                lambda conn, _: self._ensure_queue(conn, successor.queue),
+            )
+        try:
+            topics = self._db.run(f"Continuing run {run_id!r} as {successor.id!r}", body)
+        except _Refused:
+            raise successor_taken(successor.id, run_id) from None
+        if topics is None:
+            return False
+        for topic in topics:
+            self._hub.notify(topic)
+        return True
+
+    def _ours(self, session: Session, run_id: str, epoch: int, retried: bool) -> list[str] | None:
+        """A refused hand-over: [] if it is our own earlier attempt, committed unseen
+        (the run is CONTINUED at our epoch), else None."""
+        if retried:
+            row = self._execute(session, self._sql.get_run, {"id": run_id}).fetchone()
+            if row is not None and row[7] == epoch and row[2] == RunStatus.CONTINUED:
+                return []
+        return None
