@@ -193,3 +193,31 @@ def test_schedule_ticks_carry_the_firing_processs_version() -> None:
     assert len(ticks) == 3
     assert {run.version for run in ticks} == {"tick-v"}
     assert {run.status for run in ticks} == {RunStatus.COMPLETED}
+
+
+def test_a_chains_next_link_carries_no_version() -> None:
+    """A link hands over to a successor of no version, which an only-version worker of
+    any deploy may start (and stamp): a chain that never ends moves to new code."""
+    from durable.core.records import Run
+    from durable.runtime import continuing
+    from durable.runtime.stops import ContinueAsNew
+
+    link = Run(
+        id="chain", workflow="app.poll", status=RunStatus.RUNNING, input=b"j[]",
+        call_hash="v1:00", output=None, error=None, epoch=1, lease_owner="o",
+        lease_until=None, recoveries=0, parent_id=None, created_at=0.0, updated_at=0.0,
+        finished_at=None, queue="q", priority=3, version="v1",
+    )  # fmt: skip
+    nxt = continuing.successor(link, ContinueAsNew(b"j[1]", "v1:11"))
+    assert (nxt.id, nxt.queue, nxt.priority, nxt.version) == ("chain~1", "q", 3, None)
+
+
+def test_a_fork_is_stamped_with_the_forking_processs_version(backend: MemoryBackend) -> None:
+    engine = engine_on(backend, "v1")
+    assert engine.execute_call(v_child.bind(1), run_id="original") == 2
+    previous = swap(engine_on(backend, "v3"))
+    try:
+        forked = durable.fork("original", 1, id="forked")
+    finally:
+        swap(previous)
+    assert backend.get_run(forked.id).version == "v3"  # type: ignore[union-attr]

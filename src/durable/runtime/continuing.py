@@ -63,7 +63,9 @@ def request(context: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 def successor(run: Run, handover: ContinueAsNew) -> NewRun:
     """The run that continues *run*: its workflow, queue, priority, key and timeout,
-    with the new arguments; QUEUED (no owner), version copied."""
+    with the new arguments; QUEUED (no owner), of no version: a new link may start on
+    a new deploy (an ``--only-version`` worker of any version takes it), which is how
+    a chain that never ends moves to new code."""
     timeout = None
     if run.deadline_at is not None:
         timeout = round(run.deadline_at - run.created_at, 3)
@@ -79,5 +81,4 @@ def successor(run: Run, handover: ContinueAsNew) -> NewRun:
         timeout=timeout,
         key=run.key,
         key_limit=run.key_limit,
-        version=run.version,
     )

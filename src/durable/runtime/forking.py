@@ -80,6 +80,7 @@ def fork(host: Host, run_id: str, from_position: int, *, new_id: str | None = No
         timeout=None if deadline is None else deadline - run.created_at,
         key=run.key,
         key_limit=run.key_limit,
+        version=host.version,  # today's code, as checked here: the forking process's
         origin=run.id,
     )
     forked = host.backend.fork_run(run.id, new, before=from_position)
