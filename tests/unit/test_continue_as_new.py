@@ -132,6 +132,13 @@ def test_wait_for_a_handle_inside_a_workflow_follows_the_chain(env: DurableEnv) 
     env.send("going", "add", 1)
     waiter = env.dispatch(app.waits_for, "going")
     assert env.run(waiter.id).waiting_on == "run:going~1"
+    env.send("going~1", "add", 2)
+    env.send("going~2", "add", 3)
+    assert env.run("going~2").status is RunStatus.COMPLETED
+    # Not the chain's parent, so nothing wakes the waiter: it looks again within 1 s.
+    assert env.run(waiter.id).status is RunStatus.WAITING
+    env.advance(1.0)
+    assert waiter.result() == 6
 
 
 def test_continue_as_new_outside_a_workflow_or_in_a_task(env: DurableEnv) -> None:

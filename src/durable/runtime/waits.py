@@ -254,7 +254,24 @@ def _joining(
     if recorded is None:
         context.record(dataclasses.replace(started, wake_at=deadline))
     _handled(context, live=True)
-    raise _suspend(context, deadline, f"run:{run.id}")
+    wake = deadline
+    if run.parent_id != context.run_id:
+        wake = _look_again(now, started.started_at or now, deadline)
+    raise _suspend(context, wake, f"run:{run.id}")
+
+
+def _look_again(now: float, since: float, deadline: float | None) -> float:
+    """When a run waiting for a run that is not its child looks again. A finishing run
+    wakes its parent in the statement that finishes it; nobody else waiting for it
+    hears of it, so such a wait is a timer too: a tenth of the time waited so far,
+    from 1 s to 60 s (never past *deadline*)."""
+    again = now + min(max((now - since) / 10, LOOK_AGAIN[0]), LOOK_AGAIN[1])
+    return again if deadline is None else min(again, deadline)
+
+
+#: The shortest and longest interval at which a wait for another run's outcome (not a
+#: child's) looks again (`_look_again`).
+LOOK_AGAIN = (1.0, 60.0)
 
 
 def send(context: RunContext, run_id: str, name: str, payload: Any) -> None:
