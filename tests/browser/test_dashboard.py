@@ -72,6 +72,35 @@ def test_runs_list_shows_every_run_with_its_status(page: Page, dashboard: Dashbo
     Select(page.find("#filters select[name=status]")).select_by_visible_text("any")
 
 
+def test_runs_list_shows_and_filters_by_version(page: Page, dashboard: Dashboard) -> None:
+    """A run created by a process with a code version shows it in the Version column;
+    typing the version in the filter narrows the list to that version's runs (the run
+    and the child it started)."""
+    # Shares the dashboard's backend, so it is not closed here (that would close both).
+    stamped = durable.Engine(backend=dashboard.engine.backend, lease=5.0, version="v7")
+    stamped.execute_call(wf.fulfil.bind("o-v7"), run_id="order-v7")
+    page.open("#/")
+    rows = "Array.from(document.querySelectorAll('#runs-body tr'))"
+    page.wait_js(f"{rows}.some(tr => tr.dataset.key === 'order-v7')", "the v7 run")
+    assert (
+        page.js(f"return {rows}.find(tr => tr.dataset.key === 'order-v7').cells[3].textContent")
+        == "v7"
+    )
+    assert (
+        page.js(f"return {rows}.find(tr => tr.dataset.key === 'order-ok').cells[3].textContent")
+        == "-"
+    )
+    page.find("#filters input[name=version]").send_keys("v7")
+    page.wait_js(  # the run and its child, stamped by the same process
+        f"{rows}.length > 0 && {rows}.every(tr => tr.dataset.key.startsWith('order-v7')"
+        " && tr.cells[3].textContent === 'v7')",
+        "the version filter",
+    )
+    page.find("#filters input[name=version]").clear()
+    page.js("document.getElementById('filters').dispatchEvent(new Event('input'))")
+    page.wait_js(f"{rows}.length > 1", "the list without the filter")
+
+
 def test_completed_run_draws_parallel_steps_and_a_child(page: Page, dashboard: Dashboard) -> None:
     """A finished run: green boxes, the parallel pair side by side, a child box and link."""
     page.open_run("order-ok")
