@@ -831,7 +831,11 @@ class BackendMachine(RuleBasedStateMachine):
         self._on_all(
             f"continue_run({run_id!r}, {epoch}, {successor}, last_step={last}, state={state!r})",
             expected,
-            lambda b: b.continue_run(run_id, epoch, successor, last_step=last, state=state),
+            lambda b: _handed_over(
+                b,
+                b.continue_run(run_id, epoch, successor, last_step=last, state=state),
+                successor.id,
+            ),
         )
         return multiple(successor.id) if expected is True else multiple()
 
@@ -874,7 +878,7 @@ class BackendMachine(RuleBasedStateMachine):
         self._on_all(
             f"fork_run({original!r}, {new}, before={before})",
             expected,
-            lambda b: view_run(b, b.fork_run(original, new, before=before)),
+            lambda b: _forked(b, b.fork_run(original, new, before=before)),
         )
         return multiple(new_id) if expected is not None else multiple()
 
@@ -1218,11 +1222,29 @@ def _created(backend: Backend, result: tuple[Run, bool]) -> object:
     """create_run's and debounce_run's answer, as the model writes it."""
     run, created = result
     if created:
-        # claim_next takes the oldest first: keep creation times apart, even on SQLite,
-        # whose clock counts milliseconds.
+        _apart(backend, run)
+    return view_run(backend, run), created
+
+
+def _apart(backend: Backend, run: Run | None) -> None:
+    """After *run* was created: claim_next takes the oldest first, so keep creation
+    times apart, even on SQLite, whose clock counts milliseconds."""
+    if run is not None:
         while backend.now() <= run.created_at:
             time.sleep(0.001)
-    return view_run(backend, run), created
+
+
+def _forked(backend: Backend, run: Run | None) -> object:
+    """fork_run's answer, as the model writes it."""
+    _apart(backend, run)
+    return view_run(backend, run)
+
+
+def _handed_over(backend: Backend, done: bool, successor: str) -> bool:
+    """continue_run's answer; its successor's creation time kept apart."""
+    if done:
+        _apart(backend, backend.get_run(successor))
+    return done
 
 
 def _stored(backend: Backend, result: tuple[Step, int] | None) -> object:
