@@ -2,10 +2,16 @@
 
 `Model` is the `Backend` contracts (src/durable/backends/_protocol/) written as plain
 Python over the observable state only. `observe` reads the same state from a real
-backend as a `Dump`: ids of events become their index in the run's inbox and times
+backend as a `Dump`: ids of events become their place in the order every observed
+event was sent (stable when `continue_run` moves an event to another run) and times
 become settled facts (a lease is live or expired, a timer due or later), so that
 backends with different clocks and id sequences compare equal when they agree.
 `check_transition` holds the invariants between two consecutive states.
+
+Chains: a run continued (`continue_run`) hands over to ``<id>~1``, that one to
+``<id>~2``... (`durable.core.chains`). Only the links in LINKS are observed, so the
+machine continues a run only where its successor's id is one of them; a fork takes
+FORK, or else an id of RUN_IDS no run has.
 
 Flow control: the model keeps each queue's declared limits and, for its rate, only how
 many starts its log holds. Rates are an hour long (`PER`), so no start ever leaves the
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 
 from durable.backends import Backend
 from durable.backends._protocol.queues import QueueUsage
+from durable.core.chains import successor_id
 from durable.core.queues import Queue
 from durable.core.records import (
     CANCEL_REQUEST,
@@ -37,7 +44,11 @@ from durable.core.records import (
 #: The ids runs are created with, and one no run ever has.
 RUN_IDS = ("r0", "r1", "r2", "r3", "r4")
 GHOST = "ghost"
-OBSERVED = (*RUN_IDS, GHOST)
+#: The successors a chain may have (r1 is r0's child: it never continues), and the id
+#: forks take first. Each costs a `get_run` per observation while no run has it: few.
+LINKS = ("r0~1", "r0~2", "r2~1")
+FORK = "f0"
+OBSERVED = (*RUN_IDS, *LINKS, FORK, GHOST)
 #: Leases that cannot run out during a test, and the one expiry sets (a minute ago).
 LEASE = 3600.0
 EXPIRED = -60.0
@@ -95,6 +106,9 @@ class RunView:
     #: flow control: `Run.key`, `Run.key_limit`.
     key: str | None = None
     key_limit: int | None = None
+    #: code versions: `Run.version` (stamped by a first claim), `Run.origin` (a fork's).
+    version: str | None = None
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +116,10 @@ class Dump:
     """The observable state of a backend: every run of OBSERVED and what it holds."""
 
     runs: dict[str, RunView | None]
-    #: steps with event ids in their input replaced by inbox indexes (see `view_step`).
+    #: steps with event ids in their input replaced by sending order (see `view_step`).
     history: dict[str, tuple[Step, ...]]
-    #: events with their inbox index as id, and sent_at 0.
+    #: events with their place in the sending order of all observed events as id, and
+    #: sent_at 0.
     events: dict[str, tuple[Event, ...]]
     #: host -> ids of runs `recoverable(host=...)` lists, sorted.
     recoverable: dict[str, tuple[str, ...]]
@@ -162,6 +177,8 @@ def _run_view(run: Run, now: float) -> RunView:
         state=run.state,
         key=run.key,
         key_limit=run.key_limit,
+        version=run.version,
+        origin=run.origin,
     )
 
 
@@ -172,13 +189,15 @@ def _normal_step(step: Step, index: dict[int, int]) -> Step:
     if match is None:
         return step
     position = index.get(int(match[1]))
-    if position is None:  # an id not in the run's inbox: shown as is, so it differs
+    if position is None:  # an id of no observed event: shown as is, so it differs
         return step
     return dataclasses.replace(step, input=b'j{"event":#%d}' % position)
 
 
-def _inbox_index(backend: Backend, run_id: str) -> dict[int, int]:
-    return {event.id: i for i, event in enumerate(backend.events(run_id))}
+def _sending_order(backend: Backend) -> dict[int, int]:
+    """Event id -> its place in the order every observed event was sent."""
+    ids = sorted(event.id for run_id in OBSERVED for event in backend.events(run_id))
+    return {event_id: i for i, event_id in enumerate(ids)}
 
 
 def view_run(backend: Backend, run: Run | None) -> RunView | None:
@@ -187,37 +206,41 @@ def view_run(backend: Backend, run: Run | None) -> RunView | None:
 
 
 def view_step(backend: Backend, step: Step) -> Step:
-    """*step* as the model shows it: an event id in its input becomes an inbox index."""
-    return _normal_step(step, _inbox_index(backend, step.run_id))
+    """*step* as the model shows it: an event id in its input becomes its sending order."""
+    if _EVENT_INPUT.fullmatch(step.input or b"") is None:
+        return _normal_step(step, {})
+    return _normal_step(step, _sending_order(backend))
 
 
 def view_event(backend: Backend, event: Event) -> Event:
-    """*event* as the model shows it: its id is its index in the run's inbox."""
-    index = _inbox_index(backend, event.run_id)
-    return dataclasses.replace(event, id=index.get(event.id, -1), sent_at=0.0)
+    """*event* as the model shows it: its id is its place in the sending order."""
+    order = _sending_order(backend)
+    return dataclasses.replace(event, id=order.get(event.id, -1), sent_at=0.0)
 
 
 def observe(backend: Backend) -> Dump:
     """Read the whole observable state of *backend*."""
     now = backend.now()
     runs: dict[str, RunView | None] = {}
-    history: dict[str, tuple[Step, ...]] = {}
-    events: dict[str, tuple[Event, ...]] = {}
+    inboxes: dict[str, Sequence[Event]] = {}
     for run_id in OBSERVED:
         run = backend.get_run(run_id)
         runs[run_id] = None if run is None else _run_view(run, now)
-        if run is None and run_id != GHOST:
-            # Nothing names a run before it is created; the ghost is named all the time.
-            history[run_id] = events[run_id] = ()
-            continue
-        inbox = backend.events(run_id)
-        index = {event.id: i for i, event in enumerate(inbox)}
-        ids = [event.id for event in inbox]
+        # Nothing names a run before it is created; the ghost is named all the time.
+        inboxes[run_id] = () if run is None and run_id != GHOST else backend.events(run_id)
+        ids = [event.id for event in inboxes[run_id]]
         assert ids == sorted(set(ids)), f"events of {run_id!r} not in sending order: {ids}"
-        events[run_id] = tuple(
-            dataclasses.replace(event, id=i, sent_at=0.0) for i, event in enumerate(inbox)
-        )
-        history[run_id] = tuple(_normal_step(s, index) for s in backend.load_history(run_id))
+    order = {i: n for n, i in enumerate(sorted(e.id for inbox in inboxes.values() for e in inbox))}
+    events = {
+        run_id: tuple(dataclasses.replace(e, id=order[e.id], sent_at=0.0) for e in inbox)
+        for run_id, inbox in inboxes.items()
+    }
+    history = {
+        run_id: ()
+        if runs[run_id] is None and run_id != GHOST
+        else tuple(_normal_step(s, order) for s in backend.load_history(run_id))
+        for run_id in OBSERVED
+    }
     next_wake = backend.next_wake()
     declared = tuple(backend.list_queues())
     for name in QUEUE_NAMES:
@@ -234,7 +257,10 @@ def observe(backend: Backend) -> Dump:
             name: tuple(backend.queued_workflows(queues)) for name, queues in QUEUE_SETS.items()
         },
         next_wake=None if next_wake is None else "due" if next_wake <= 0 else "later",
-        published={run_id: backend.state(run_id) for run_id in OBSERVED},
+        published={
+            run_id: None if runs[run_id] is None and run_id != GHOST else backend.state(run_id)
+            for run_id in OBSERVED
+        },
         queues=declared,
         next_start={name: _start(backend.next_start(name)) for name in QUEUE_NAMES},
         usage=tuple(_usage(row) for row in backend.queue_usage()),
@@ -306,7 +332,10 @@ def check_transition(before: Dump | None, after: Dump) -> None:
             assert not steps and not inbox, f"{run_id}: history or events without a run"
             continue
         positions = [step.position for step in steps]
-        assert positions == list(range(len(steps))), f"{run_id}: positions {positions} have gaps"
+        # A fork copies only the finished steps: it may skip the positions of others.
+        gapless = positions == list(range(len(steps)))
+        assert gapless or run.origin is not None, f"{run_id}: positions {positions} have gaps"
+        assert positions == sorted(set(positions)), f"{run_id}: positions {positions}"
         _check_run(run_id, run)
         _check_inbox(run_id, steps, inbox)
         if before is None:
@@ -323,18 +352,25 @@ def check_transition(before: Dump | None, after: Dump) -> None:
             assert (run.status, run.output, run.error) == (was.status, was.output, was.error), (
                 f"{run_id}: a finished run changed: {was} -> {run}"
             )
+        at = {step.position: step for step in steps}
+        end = max(at, default=-1) + 1
         for done in earlier_steps:
-            if done.status.finished and (done.position < len(steps) or not reopened):
-                assert steps[done.position] == done, (
+            if done.status.finished and (done.position < end or not reopened):
+                assert at.get(done.position) == done, (
                     f"{run_id}: finished step {done.position} changed: {done} -> "
-                    f"{steps[done.position]}"
+                    f"{at.get(done.position)}"
                 )
+        if run.status is RunStatus.CONTINUED and was.status is not RunStatus.CONTINUED:
+            # Handed over: its unconsumed events moved to its successor.
+            kept = tuple(e for e in earlier if e.consumed_position is not None)
+            assert inbox == kept, f"{run_id}: continued, its inbox {earlier} became {inbox}"
+            continue
         assert len(inbox) >= len(earlier), f"{run_id}: events were lost"
         for sent, now in zip(earlier, inbox, strict=False):
             # Only consumed_position may change, and only once, from None; unless the
             # run was reopened, which gives back the events of the positions it dropped.
             taken_at = sent.consumed_position
-            if reopened and taken_at is not None and taken_at >= len(steps):
+            if reopened and taken_at is not None and taken_at >= end:
                 assert now == dataclasses.replace(sent, consumed_position=None), (
                     f"{run_id}: event {sent} of a dropped position is now {now}"
                 )
@@ -397,15 +433,18 @@ def _check_inbox(run_id: str, steps: tuple[Step, ...], inbox: tuple[Event, ...])
         assert taken == sorted(taken, reverse=True), (
             f"{run_id}: event {name!r} consumed out of order: {taken}"
         )
-    for i, event in enumerate(inbox):
+    at = {step.position: step for step in steps}
+    for event in inbox:
         if event.consumed_position is None:
             continue
-        assert event.consumed_position < len(steps), f"{run_id}: event {i} has no step"
-        step = steps[event.consumed_position]
+        step = at.get(event.consumed_position)
+        assert step is not None, f"{run_id}: event {event} has no step"
         assert step.status is StepStatus.COMPLETED and step.output == event.payload, (
             f"{run_id}: step {step} does not hold event {event}"
         )
-        assert step.input == b'j{"event":#%d}' % i, f"{run_id}: step {step} names another event"
+        assert step.input == b'j{"event":#%d}' % event.id, (
+            f"{run_id}: step {step} names another event"
+        )
 
 
 # -- the model ------------------------------------------------------------------------
@@ -429,10 +468,12 @@ class Model:
     #: (workflow, key) -> the run `debounce_run` last created for it.
     debounced: dict[tuple[str, str], str] = field(default_factory=dict)
     _clock: itertools.count[int] = field(default_factory=itertools.count)
+    #: the ids of events, in sending order (`observe` shows each backend's so).
+    _sent: itertools.count[int] = field(default_factory=itertools.count)
 
     def next_position(self, run_id: str) -> int:
-        """The first position without a step."""
-        return len(self.history.get(run_id, {}))
+        """The position after the last step (a fork's history may have gaps)."""
+        return max(self.history.get(run_id, {}), default=-1) + 1
 
     def dump(self) -> Dump:
         """The state, as `observe` reads it from a backend."""
@@ -550,6 +591,8 @@ class Model:
             timeout=new.timeout,
             key=new.key,
             key_limit=new.key_limit,
+            version=new.version,
+            origin=new.origin,
         )
         self._add(new, run)
         return run, True
@@ -560,7 +603,8 @@ class Model:
         self.history[new.id] = {}
         self.created[new.id] = next(self._clock)
 
-    def _claim(self, run_id: str, owner: str, *, takeover: bool) -> RunView:
+    def _claim(self, run_id: str, owner: str, *, takeover: bool, version: str | None) -> RunView:
+        """A claim: a run started for the first time takes the claimer's *version*."""
         run = self.runs[run_id]
         self.runs[run_id] = claimed = dataclasses.replace(
             run,
@@ -572,13 +616,22 @@ class Model:
             started=True,
             wake=None,
             waiting_on=None,
+            version=version if not run.started and version is not None else run.version,
         )
         return claimed
 
     def claim_next(
-        self, owner: str, queue: str, workflows: Sequence[str], limit: int
+        self,
+        owner: str,
+        queue: str,
+        workflows: Sequence[str],
+        limit: int,
+        *,
+        version: str | None = None,
+        only: str | None = None,
     ) -> list[tuple[str, RunView]]:
-        """`Backend.claim_next`."""
+        """`Backend.claim_next`: with *only* (``only_version``), the runs of that
+        version or of none (`durable.core.run_options.serves`)."""
         ready = sorted(
             (
                 run_id
@@ -586,12 +639,16 @@ class Model:
                 if run.status is RunStatus.QUEUED
                 and run.queue == queue
                 and run.workflow in workflows
+                and (only is None or run.version in (None, only))
             ),
             key=lambda run_id: (-self.runs[run_id].priority, self.created[run_id]),
         )
         limits = self.queues.get(queue)
         chosen = ready[:limit] if limits is None else self._choose(limits, ready, limit)
-        return [(run_id, self._claim(run_id, owner, takeover=False)) for run_id in chosen]
+        return [
+            (run_id, self._claim(run_id, owner, takeover=False, version=version))
+            for run_id in chosen
+        ]
 
     # -- flow control (see durable.core.queues: choose, admits, allowed, record) --------
 
@@ -735,20 +792,29 @@ class Model:
         return run.status is RunStatus.WAITING and not run.started and run.waiting_on is None
 
     def claim_run(
-        self, run_id: str, owner: str, epoch: int, dead_owner: str | None
+        self,
+        run_id: str,
+        owner: str,
+        epoch: int,
+        dead_owner: str | None,
+        *,
+        version: str | None = None,
+        only: str | None = None,
     ) -> RunView | None:
-        """`Backend.claim_run`."""
+        """`Backend.claim_run`: *version* and *only* as for `claim_next`."""
         run = self.runs.get(run_id)
         if run is None or run.epoch != epoch:
+            return None
+        if only is not None and run.version not in (None, only):
             return None
         if run.status is RunStatus.RUNNING:
             dead = dead_owner is not None and run.owner == dead_owner
             if (run.lease == "expired" or dead or self._hung(run_id)) and self._admitted(run_id):
-                return self._claim(run_id, owner, takeover=True)
+                return self._claim(run_id, owner, takeover=True, version=version)
             return None
         due = run.status is RunStatus.WAITING and run.wake == "due"
         if (run.status in (RunStatus.QUEUED, RunStatus.BLOCKED) or due) and self._admitted(run_id):
-            return self._claim(run_id, owner, takeover=False)
+            return self._claim(run_id, owner, takeover=False, version=version)
         return None
 
     def mark_progress(self, run_id: str, epoch: int) -> None:
@@ -810,6 +876,66 @@ class Model:
         if status.finished:
             self._wake(run.parent, f"run:{run_id}")
         return True
+
+    def continue_run(
+        self,
+        run_id: str,
+        epoch: int,
+        successor: NewRun,
+        *,
+        last_step: Step | None,
+        state: bytes | None,
+    ) -> bool | Raised:
+        """`Backend.continue_run`: fenced by *epoch* and the run being unfinished and
+        top-level; the run ends CONTINUED (with its last step, as `finish_run`), its
+        successor is queued with its requests, unconsumed events and unfinished
+        children. A successor id that is taken changes nothing."""
+        run = self.runs.get(run_id)
+        if run is None or run.epoch != epoch or run.status.finished or run.parent is not None:
+            return False
+        if successor.id in self.runs:
+            return Raised("IdempotencyConflict", successor.id)
+        self._ensure_queue(successor)
+        if last_step is not None:
+            self.record(last_step, epoch)
+        self.runs[run_id] = dataclasses.replace(
+            run,
+            status=RunStatus.CONTINUED,
+            output=None,
+            error=None,
+            owner=None,
+            lease=None,
+            finished=True,
+            state=run.state if state is None else state,
+        )
+        created, _ = self.create(successor)
+        assert created is not None
+        self.runs[successor.id] = dataclasses.replace(created, cancel=run.cancel, pause=run.pause)
+        inbox = self.inbox.pop(run_id, [])
+        self.inbox[run_id] = [e for e in inbox if e.consumed_position is not None]
+        self.inbox[successor.id] = [
+            dataclasses.replace(e, run_id=successor.id)
+            for e in inbox
+            if e.consumed_position is None
+        ]
+        for child_id, child in self.runs.items():
+            if child.parent == run_id and not child.status.finished:
+                self.runs[child_id] = dataclasses.replace(child, parent=successor.id)
+        return True
+
+    def fork_run(self, original_id: str, new: NewRun, before: int) -> RunView | None:
+        """`Backend.fork_run`: *new* queued, holding copies of the original's finished
+        steps below *before*; None (nothing written) without the original or when
+        *new*'s id is taken."""
+        if original_id not in self.runs or new.id in self.runs:
+            return None
+        run, _ = self.create(new)
+        self.history[new.id] = {
+            position: dataclasses.replace(step, run_id=new.id)
+            for position, step in sorted(self.history[original_id].items())
+            if position < before and step.status.finished
+        }
+        return run
 
     def _tree(self, run_id: str) -> list[str]:
         """*run_id* and every run below it."""
@@ -1034,18 +1160,23 @@ class Model:
     def send_event(
         self, run_id: str, name: str, payload: bytes, *, key: str | None, sender: str | None
     ) -> Event | Raised:
-        """`Backend.send_event`."""
-        run = self.runs.get(run_id)
-        if run is None:
-            return Raised("RunNotFound", run_id)
-        inbox = self.inbox.setdefault(run_id, [])
-        earlier = next((e for e in inbox if key is not None and e.key == key), None)
-        if earlier is not None:
-            return earlier
+        """`Backend.send_event`: a CONTINUED run's chain is followed (a key seen by a
+        run on the way counts as seen)."""
+        while True:
+            run = self.runs.get(run_id)
+            if run is None:
+                return Raised("RunNotFound", run_id)
+            inbox = self.inbox.setdefault(run_id, [])
+            earlier = next((e for e in inbox if key is not None and e.key == key), None)
+            if earlier is not None:
+                return earlier
+            if run.status is not RunStatus.CONTINUED:
+                break
+            run_id = successor_id(run_id)
         if run.status.finished:
             return Raised("RunFinished", run_id)
         event = Event(
-            id=len(inbox),
+            id=next(self._sent),
             run_id=run_id,
             name=name,
             payload=payload,
@@ -1087,7 +1218,7 @@ class Model:
             step,
             name=event.name,
             status=StepStatus.COMPLETED,
-            input=b'j{"event":#%d}' % index,
+            input=b'j{"event":#%d}' % event.id,
             output=event.payload,
             epoch=epoch,
         )

@@ -2,9 +2,10 @@
 
 Hypothesis drives random sequences of the `Backend` operations (create, claim, record,
 heartbeat, expire, send, consume, suspend, wake, cancel, pause, resume, park, finish,
-release; and flow control: declare a queue's limits, create runs with a concurrency key
-and a limit of their own, in bursts, debounce) through every backend at once and
-through a small reference model (`_backend_model.Model`). Each call must give the
+release; continue a run as new and fork one; flow control: declare a queue's limits,
+create runs with a concurrency key and a limit of their own, in bursts, debounce)
+through every backend at once and through a small reference model
+(`_backend_model.Model`). Each call must give the
 model's answer on every backend; after each step every backend's observable state
 (`Dump`) must equal the model's, and the invariants of histories, epochs, outcomes and
 inboxes must hold between consecutive states.
@@ -22,6 +23,14 @@ cannot move, so nothing here depends on how fast a step runs:
 * every rate is per hour (PER) and every debounce window an hour (its longest two):
   no start leaves a rate's window, and no debounced run comes due.
 
+Chains, forks and versions. `continue_run` ends a run CONTINUED and creates its
+successor ``<id>~1`` (only the ids in LINKS, which the dump observes); `send_event`
+follows a chain to its current run, and `create` may take a successor's id first
+(TAKEN: the hand-over is then an IdempotencyConflict). `fork_run` copies a run's
+finished steps into a new one. Runs are created with a code version and claims draw
+one, maybe serving only it (`durable.core.run_options.serves`); the dump holds each
+run's `version` and `origin`.
+
 Flow control. Claims respect the queue's concurrency, each key's limit and the rate's
 allowance of first starts (`Model._choose`, `Model._admitted`), and the dump holds
 `list_queues`, `next_start` and `queue_usage`. Three differences it found between
@@ -38,6 +47,7 @@ import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, assume, settings
@@ -55,16 +65,19 @@ from hypothesis.stateful import (
 )
 
 from durable.backends import Backend, MemoryBackend
+from durable.core.chains import successor_id
 from durable.core.queues import Queue
 from durable.core.records import NewRun, Run, RunStatus, Step, StepKind, StepStatus
 from durable.core.run_options import PRIORITY_MAX, PRIORITY_MIN
-from durable.errors import LeaseLost, RunFinished, RunNotFound
+from durable.errors import IdempotencyConflict, LeaseLost, RunFinished, RunNotFound
 from tests.backends._backend_model import (
     ANY_EVENT,
     EXPIRED,
     FAR,
+    FORK,
     GHOST,
     LEASE,
+    OBSERVED,
     PAST,
     PER,
     RUN_IDS,
@@ -93,6 +106,10 @@ KEYS = ("k1", "k2")
 NAP = 0.1
 #: Naps per example: each one sleeps NAP seconds.
 MAX_NAPS = 2
+#: A successor's id that `create` may take first (as before such ids were reserved).
+TAKEN = "r2~1"
+#: Code versions of created runs and of claimers.
+VERSION = st.sampled_from((None, None, "v1", "v2"))
 
 SETTINGS = settings(
     max_examples=100,
@@ -188,7 +205,7 @@ class BackendMachine(RuleBasedStateMachine):
         for name, backend in self.backends.by_name.items():
             try:
                 got[name] = call(backend)
-            except (LeaseLost, RunNotFound, RunFinished) as error:
+            except (LeaseLost, RunNotFound, RunFinished, IdempotencyConflict) as error:
                 got[name] = Raised(type(error).__name__, error.run_id)
         wrong = [name for name, value in got.items() if value != expected]
         if wrong:
@@ -299,7 +316,7 @@ class BackendMachine(RuleBasedStateMachine):
 
     @rule(
         target=runs,
-        run_id=st.sampled_from(RUN_IDS),
+        run_id=st.sampled_from((*RUN_IDS, TAKEN)),
         owner=st.none() | OWNER,
         queue=st.sampled_from(QUEUES),
         priority=PRIORITY,
@@ -309,6 +326,7 @@ class BackendMachine(RuleBasedStateMachine):
         timeout=st.none() | st.sampled_from((0.5, 3600.0)),
         key=st.sampled_from((None, None, *KEYS)),
         key_limit=st.sampled_from((None, None, 1, 2)),
+        version=VERSION,
     )
     def create(
         self,
@@ -323,11 +341,12 @@ class BackendMachine(RuleBasedStateMachine):
         timeout: float | None = None,
         key: str | None = None,
         key_limit: int | None = None,
+        version: str | None = None,
     ) -> MultipleResults[str]:
-        """create_run: a new id is created (queued or owned), a known id is returned as is,
-        with the parent it was stored with whatever parent the call names (the engine
-        tells a parent's own child from a foreign run at the child's id by it). With a
-        *key*, maybe a limit of its own (its queue gets a row)."""
+        """create_run: a new id is created (queued or owned, of *version*), a known id is
+        returned as is, with the parent it was stored with whatever parent the call names
+        (the engine tells a parent's own child from a foreign run at the child's id by
+        it). With a *key*, maybe a limit of its own (its queue gets a row)."""
         if key is None:
             key_limit = None
         created = self._create(
@@ -341,6 +360,7 @@ class BackendMachine(RuleBasedStateMachine):
             timeout=timeout,
             key=key,
             key_limit=key_limit,
+            version=version,
         )
         return multiple(run_id) if created else multiple()
 
@@ -357,6 +377,7 @@ class BackendMachine(RuleBasedStateMachine):
         timeout: float | None = None,
         key: str | None = None,
         key_limit: int | None = None,
+        version: str | None = None,
     ) -> bool:
         call = run_id if same_call else "other"
         new = NewRun(
@@ -372,12 +393,13 @@ class BackendMachine(RuleBasedStateMachine):
             timeout=timeout,
             key=key,
             key_limit=key_limit,
+            version=version,
         )
         expected = self.model.create(new)
         self._on_all(f"create_run({new})", expected, lambda b: _created(b, b.create_run(new)))
         return expected[1]
 
-    @precondition(lambda self: len(self.model.runs) < len(RUN_IDS))
+    @precondition(lambda self: any(run_id not in self.model.runs for run_id in RUN_IDS))
     @rule(
         target=runs,
         queue=st.sampled_from(QUEUES),
@@ -494,25 +516,46 @@ class BackendMachine(RuleBasedStateMachine):
         workflows=st.sampled_from((WORKFLOWS, WORKFLOWS, WORKFLOWS[:1], WORKFLOWS[1:])),
         limit=st.integers(1, 3),
         steer=st.booleans(),
+        version=VERSION,
+        only=st.booleans(),
     )
     def claim_next(
-        self, owner: str, queue: str, workflows: tuple[str, ...], limit: int, steer: bool = False
+        self,
+        owner: str,
+        queue: str,
+        workflows: tuple[str, ...],
+        limit: int,
+        *,
+        steer: bool = False,
+        version: str | None = None,
+        only: bool = False,
     ) -> None:
         """claim_next: the highest priority, then the oldest, queued runs become RUNNING,
-        as far as the queue's limits let them (see `Model._choose`). Steered to the
-        declared queue with the most queued runs."""
+        as far as the queue's limits let them (see `Model._choose`); by a claimer of
+        *version* (stamped on the runs it starts), maybe claiming *only* runs of it or of
+        none. Steered to the declared queue with the most queued runs."""
         if steer and self.model.queues:
             queued = [r.queue for r in self.model.runs.values() if r.status is RunStatus.QUEUED]
             queue = max(sorted(self.model.queues), key=queued.count)
             workflows = WORKFLOWS
-        expected = self.model.claim_next(owner, queue, workflows, limit)
+        only = only and version is not None
+        expected = self.model.claim_next(
+            owner, queue, workflows, limit, version=version, only=version if only else None
+        )
         self._on_all(
-            f"claim_next(owner={owner!r}, queue={queue!r}, workflows={workflows}, limit={limit})",
+            f"claim_next(owner={owner!r}, queue={queue!r}, workflows={workflows}, limit={limit}, "
+            f"version={version!r}, only_version={only})",
             expected,
             lambda b: [
                 (run.id, view_run(b, run))
                 for run in b.claim_next(
-                    owner=owner, queue=queue, workflows=workflows, limit=limit, lease=LEASE
+                    owner=owner,
+                    queue=queue,
+                    workflows=workflows,
+                    limit=limit,
+                    lease=LEASE,
+                    version=version,
+                    only_version=only,
                 )
             ],
         )
@@ -522,24 +565,48 @@ class BackendMachine(RuleBasedStateMachine):
         owner=OWNER,
         shift=SHIFT,
         dead=st.sampled_from(("nobody", "nobody", "the holder", "a stranger")),
+        version=VERSION,
+        only=st.booleans(),
     )
-    def claim_run(self, run_id: str, owner: str, shift: int, dead: str) -> None:
+    def claim_run(
+        self,
+        run_id: str,
+        owner: str,
+        shift: int,
+        dead: str,
+        *,
+        version: str | None = None,
+        only: bool = False,
+    ) -> None:
         """claim_run: a queued, blocked, due, expired or dead-owned run is taken over, if
-        its queue's limits admit it (see `Model._admitted`)."""
+        its queue's limits admit it (see `Model._admitted`); *version* and *only* as for
+        claim_next."""
         epoch = self._epoch(run_id, shift)
+        only = only and version is not None
         run = self.model.runs.get(run_id)
         dead_owner = {
             "nobody": None,
             "the holder": run.owner if run is not None else None,
             "a stranger": STRANGER,
         }[dead]
-        expected = self.model.claim_run(run_id, owner, epoch, dead_owner)
+        expected = self.model.claim_run(
+            run_id, owner, epoch, dead_owner, version=version, only=version if only else None
+        )
         self._on_all(
-            f"claim_run({run_id!r}, owner={owner!r}, epoch={epoch}, dead_owner={dead_owner!r})",
+            f"claim_run({run_id!r}, owner={owner!r}, epoch={epoch}, dead_owner={dead_owner!r}, "
+            f"version={version!r}, only_version={only})",
             expected,
             lambda b: view_run(
                 b,
-                b.claim_run(run_id, owner=owner, lease=LEASE, epoch=epoch, dead_owner=dead_owner),
+                b.claim_run(
+                    run_id,
+                    owner=owner,
+                    lease=LEASE,
+                    epoch=epoch,
+                    dead_owner=dead_owner,
+                    version=version,
+                    only_version=only,
+                ),
             ),
         )
 
@@ -685,6 +752,136 @@ class BackendMachine(RuleBasedStateMachine):
             f"park_run({run_id!r}, {epoch})", expected, lambda b: b.park_run(run_id, epoch)
         )
 
+    # -- chains and forks -------------------------------------------------------------
+
+    def _like(self, run_id: str, new_id: str, **fields: Any) -> NewRun:
+        """A queued run *new_id* with the options of *run_id* (as the runtime makes a
+        successor or a fork: workflow, call, queue, priority, timeout, key and limit),
+        *fields* over them."""
+        new = NewRun(
+            id=new_id, workflow=WORKFLOWS[0], input=b"j[]", call_hash="v1:", owner=None, lease=0.0
+        )
+        run = self.model.runs.get(run_id)
+        if run is not None:
+            new = dataclasses.replace(
+                new,
+                workflow=run.workflow,
+                input=run.input,
+                call_hash=run.call_hash,
+                queue=run.queue,
+                priority=run.priority,
+                timeout=run.timeout,
+                key=run.key,
+                key_limit=run.key_limit,
+            )
+        return dataclasses.replace(new, **fields)
+
+    def _continuable(self, run_id: str, run: RunView) -> bool:
+        """Whether *run_id* may hand over at its epoch: unfinished and top-level."""
+        return not run.status.finished and run.parent is None
+
+    def _hands_over(self, run_id: str, run: RunView) -> bool:
+        """Whether *run_id* may hand over to a successor the dump shows."""
+        return self._continuable(run_id, run) and successor_id(run_id) in OBSERVED
+
+    @rule(
+        target=runs,
+        run_id=runs,
+        shift=SHIFT,
+        back=st.sampled_from((None, 0, 1)),
+        version=VERSION,
+        steer=st.booleans(),
+    )
+    def continue_run(
+        self, run_id: str, shift: int, back: int | None, version: str | None, steer: bool = False
+    ) -> MultipleResults[str]:
+        """continue_run: an unfinished top-level run ends CONTINUED and its successor
+        (`<id>~n`, with the run's options, a new call and *version*) is queued with the
+        run's requests, unconsumed events and unfinished children. With its last step
+        (unless *back* is None) at the next position or over the one before, and maybe a
+        snapshot. Fenced by epoch; a taken successor id (TAKEN) is an
+        IdempotencyConflict. Only where the successor's id is observed (LINKS): steered
+        to a run that can hand over so, one with events to move or RUNNING first."""
+        run_id = self._steer(
+            run_id,
+            steer,
+            lambda i, run: self._hands_over(i, run) and self.model.has_events(i, None),
+            lambda i, run: self._hands_over(i, run) and run.status is RunStatus.RUNNING,
+            self._hands_over,
+        )
+        epoch = self._epoch(run_id, shift)
+        run = self.model.runs.get(run_id)
+        hands_over = run is not None and run.epoch == epoch and self._continuable(run_id, run)
+        if hands_over and successor_id(run_id) not in OBSERVED:
+            return multiple()  # a successor the dump would not show
+        n = next(self.serial)
+        successor = self._like(
+            run_id,
+            successor_id(run_id),
+            input=b'j["next %d"]' % n,
+            call_hash=f"v1:next-{n}",
+            version=version,
+        )
+        last = None
+        if back is not None:
+            position = max(0, self.model.next_position(run_id) - back)
+            last = self._step(run_id, position, StepStatus.COMPLETED)
+        state = b'j{"end":%d}' % n if n % 2 else None
+        expected = self.model.continue_run(run_id, epoch, successor, last_step=last, state=state)
+        self._on_all(
+            f"continue_run({run_id!r}, {epoch}, {successor}, last_step={last}, state={state!r})",
+            expected,
+            lambda b: _handed_over(
+                b,
+                b.continue_run(run_id, epoch, successor, last_step=last, state=state),
+                successor.id,
+            ),
+        )
+        return multiple(successor.id) if expected is True else multiple()
+
+    @rule(
+        target=runs,
+        original=runs,
+        new_id=st.sampled_from((FORK, FORK, *RUN_IDS)),
+        fresh=st.booleans(),
+        back=st.integers(-1, 2),
+        version=VERSION,
+        steer=st.booleans(),
+    )
+    def fork(
+        self,
+        *,
+        original: str,
+        new_id: str,
+        fresh: bool,
+        back: int,
+        version: str | None,
+        steer: bool = False,
+    ) -> MultipleResults[str]:
+        """fork_run: a queued run of the original's options and *version*, its origin the
+        original, holding copies of the original's finished steps below *before* (the
+        next position less *back*); None, writing nothing, if *new_id* is taken. With
+        *fresh*, the first id from *new_id* on (FORK, then RUN_IDS) that no run has, if
+        any. Steered to an original with a finished step."""
+        original = self._steer(
+            original,
+            steer,
+            lambda i, _: any(s.status.finished for s in self.model.history[i].values()),
+        )
+        if fresh:
+            ids = (FORK, *RUN_IDS)
+            circle = ids[ids.index(new_id) :] + ids
+            new_id = next((i for i in circle if i not in self.model.runs), new_id)
+        before = max(0, self.model.next_position(original) - back)
+        new = self._like(original, new_id, version=version, origin=original)
+        expected = self.model.fork_run(original, new, before)
+        self._on_all(
+            f"fork_run({original!r}, {new}, before={before})",
+            expected,
+            lambda b: _forked(b, b.fork_run(original, new, before=before)),
+        )
+        return multiple(new_id) if expected is not None else multiple()
+
     # -- history ----------------------------------------------------------------------
 
     @rule(
@@ -785,14 +982,21 @@ class BackendMachine(RuleBasedStateMachine):
         name=st.sampled_from(EVENT_NAMES),
         key=st.sampled_from((None, None, "k1", "k2")),
         sender=st.none() | st.just("svc"),
-        steer=st.booleans(),
+        steer=st.sampled_from((None, "waiting", "chain")),
     )
     def send(
-        self, run_id: str, name: str, key: str | None, sender: str | None, steer: bool = False
+        self,
+        run_id: str,
+        name: str,
+        key: str | None,
+        sender: str | None,
+        steer: str | None = None,
     ) -> None:
         """send_event: into the inbox, once per key; a run waiting for the name (or for
-        any event) is queued. Steered to a WAITING run."""
-        run_id = self._steer(run_id, steer, lambda _, run: run.status is RunStatus.WAITING)
+        any event) is queued; to a CONTINUED run, into its chain's current run's.
+        Steered to a WAITING run, or to a CONTINUED one."""
+        wanted = RunStatus.CONTINUED if steer == "chain" else RunStatus.WAITING
+        run_id = self._steer(run_id, steer is not None, lambda _, run: run.status is wanted)
         payload = b'j"payload %d"' % next(self.serial)
         expected = self.model.send_event(run_id, name, payload, key=key, sender=sender)
         self._on_all(
@@ -953,6 +1157,8 @@ class BackendMachine(RuleBasedStateMachine):
                 "send",
                 "consume",
                 "suspend",
+                "continue",
+                "fork",
             )
         )
     )
@@ -984,6 +1190,10 @@ class BackendMachine(RuleBasedStateMachine):
             "suspend": lambda: self.suspend(
                 run_id=GHOST, shift=0, timer="past", waiting="nothing", other=GHOST
             ),
+            "continue": lambda: self.continue_run(run_id=GHOST, shift=0, back=0, version=None),
+            "fork": lambda: self.fork(
+                original=GHOST, new_id=RUN_IDS[0], fresh=True, back=0, version=None
+            ),
         }
         fenced[call]()
         self.fenced = True
@@ -1012,11 +1222,29 @@ def _created(backend: Backend, result: tuple[Run, bool]) -> object:
     """create_run's and debounce_run's answer, as the model writes it."""
     run, created = result
     if created:
-        # claim_next takes the oldest first: keep creation times apart, even on SQLite,
-        # whose clock counts milliseconds.
+        _apart(backend, run)
+    return view_run(backend, run), created
+
+
+def _apart(backend: Backend, run: Run | None) -> None:
+    """After *run* was created: claim_next takes the oldest first, so keep creation
+    times apart, even on SQLite, whose clock counts milliseconds."""
+    if run is not None:
         while backend.now() <= run.created_at:
             time.sleep(0.001)
-    return view_run(backend, run), created
+
+
+def _forked(backend: Backend, run: Run | None) -> object:
+    """fork_run's answer, as the model writes it."""
+    _apart(backend, run)
+    return view_run(backend, run)
+
+
+def _handed_over(backend: Backend, done: bool, successor: str) -> bool:
+    """continue_run's answer; its successor's creation time kept apart."""
+    if done:
+        _apart(backend, backend.get_run(successor))
+    return done
 
 
 def _stored(backend: Backend, result: tuple[Step, int] | None) -> object:
@@ -1343,6 +1571,136 @@ def test_a_key_rate_in_the_claim(open_backends: Callable[[], Backends]) -> None:
         status = {run_id: run.status for run_id, run in dump.runs.items() if run is not None}
         running = sorted(run_id for run_id, s in status.items() if s is RunStatus.RUNNING)
         assert running == ["r1", "r2", "r3", "r4"], (name, status)
+
+
+def test_a_refused_hand_over_records_nothing(open_backends: Callable[[], Backends]) -> None:
+    """continue_run of a child, with a last step: False, and the step is not recorded
+    (SQL used to record it before it found the run refused); of a top-level run with a
+    last step over a finished position: the hand-over is made, the position keeps its
+    step (SQL used to refuse it)."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(None, None, None), parent_of_r2="r0", queue="default", priority=0
+        ),
+        lambda m: m.continue_run(run_id="r2", shift=0, back=0, version=None),
+        lambda m: m.record(run_id="r0", shift=0, back=0, status=StepStatus.COMPLETED),
+        lambda m: m.continue_run(run_id="r0", shift=0, back=1, version=None),
+    )
+    for name, dump in dumps.items():
+        r0, r2 = dump.runs["r0"], dump.runs["r2"]
+        assert r2 is not None and r2.status is RunStatus.QUEUED, name
+        assert dump.history["r2"] == () and dump.runs["r2~1"] is None, name
+        assert r0 is not None and r0.status is RunStatus.CONTINUED, name
+        assert [s.input for s in dump.history["r0"]] == [b"j[3]"], name  # record's, kept
+
+
+def test_a_chain_carries_events_children_and_requests(
+    open_backends: Callable[[], Backends],
+) -> None:
+    """r0 asked to pause hands over twice: its unconsumed event, its unfinished child
+    and the request go to r0~1, then on to r0~2; an event sent to r0 follows the chain
+    (its key, seen on the way, sends nothing twice). A successor id taken first is an
+    IdempotencyConflict."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(OWNERS[0], None, None), parent_of_r2=None, queue="default", priority=0
+        ),
+        lambda m: m.send(run_id="r0", name="go", key=None, sender=None),
+        lambda m: m.consume(run_id="r0", shift=0, name="go", back=0),
+        lambda m: m.send(run_id="r0", name="stop", key="k1", sender=None),
+        lambda m: m.pause(run_id="r0"),
+        lambda m: m.continue_run(run_id="r0", shift=0, back=0, version="v1"),
+        lambda m: m.continue_run(run_id="r0~1", shift=0, back=None, version=None),
+        lambda m: m.send(run_id="r0", name="go", key="k2", sender="svc"),
+        lambda m: m.send(run_id="r0", name="go", key="k1", sender="svc"),
+        lambda m: m.create(
+            run_id=TAKEN,
+            owner=None,
+            queue="default",
+            priority=0,
+            workflow="wf.a",
+            same_call=True,
+            parent=None,
+        ),
+        lambda m: m.continue_run(run_id="r2", shift=0, back=0, version=None),
+    )
+    for name, dump in dumps.items():
+        r0, first, last, r1 = (dump.runs[i] for i in ("r0", "r0~1", "r0~2", "r1"))
+        assert r0 is not None and first is not None and last is not None and r1 is not None
+        assert (r0.status, first.status, first.version) == (
+            RunStatus.CONTINUED, RunStatus.CONTINUED, "v1",
+        ), name  # fmt: skip
+        assert (last.status, last.pause, r1.parent) == (RunStatus.QUEUED, True, "r0~2"), name
+        assert [e.consumed_position for e in dump.events["r0"]] == [0], name
+        assert [(e.name, e.key) for e in dump.events["r0~2"]] == [
+            ("stop", "k1"), ("go", "k2"),
+        ], name  # fmt: skip
+        r2 = dump.runs["r2"]
+        assert r2 is not None and r2.status is RunStatus.QUEUED, name
+
+
+def test_a_fork_copies_the_finished_steps(open_backends: Callable[[], Backends]) -> None:
+    """fork_run copies the finished steps below *before*, skipping a RUNNING one (the
+    fork's history has a gap), as a queued run with its origin and version; a second
+    fork under the same id writes nothing."""
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(
+            owners=(None, None, None), parent_of_r2=None, queue="default", priority=0
+        ),
+        lambda m: m.record(run_id="r0", shift=0, back=0, status=StepStatus.COMPLETED),
+        lambda m: m.record(run_id="r0", shift=0, back=0, status=StepStatus.RUNNING),
+        lambda m: m.record(run_id="r0", shift=0, back=0, status=StepStatus.FAILED),
+        lambda m: m.record(run_id="r0", shift=0, back=0, status=StepStatus.COMPLETED),
+        lambda m: m.fork(original="r0", new_id=FORK, fresh=False, back=1, version="v2"),
+        lambda m: m.fork(original="r1", new_id=FORK, fresh=False, back=0, version=None),
+    )
+    for name, dump in dumps.items():
+        fork = dump.runs[FORK]
+        assert fork is not None, name
+        assert (fork.status, fork.origin, fork.version) == (RunStatus.QUEUED, "r0", "v2"), name
+        assert [s.position for s in dump.history[FORK]] == [0, 2], name
+
+
+def test_only_version_claims(open_backends: Callable[[], Backends]) -> None:
+    """A claimer serving only v1 takes runs of v1 or of no version (stamping these)
+    and passes over a v2 run; a claimer of any version takes it, and stamps its own."""
+
+    def create(run_id: str, version: str) -> Callable[[BackendMachine], object]:
+        return lambda m: m.create(
+            run_id=run_id,
+            owner=None,
+            queue="default",
+            priority=0,
+            workflow="wf.a",
+            same_call=True,
+            parent=None,
+            version=version,
+        )
+
+    dumps = _replay(
+        open_backends,
+        lambda m: m.family(owners=(None, None, None), parent_of_r2=None, queue="mail", priority=0),
+        create("r3", "v2"),
+        create("r4", "v1"),
+        lambda m: m.claim_next(
+            owner=OWNERS[0], queue="default", workflows=WORKFLOWS, limit=3, version="v1", only=True
+        ),
+        lambda m: m.claim_run(
+            run_id="r3", owner=OWNERS[0], shift=0, dead="nobody", version="v1", only=True
+        ),
+        lambda m: _running(m, ["r0", "r2", "r4"]),
+        lambda m: m.claim_run(run_id="r3", owner=OWNERS[1], shift=0, dead="nobody", version="v1"),
+    )
+    for name, dump in dumps.items():
+        versions = {i: (r.status, r.version) for i, r in dump.runs.items() if r is not None}
+        running = (RunStatus.RUNNING, "v1")
+        assert versions == {
+            "r0": running, "r1": (RunStatus.QUEUED, None), "r2": running, "r3": running,
+            "r4": running,
+        }, name  # fmt: skip
 
 
 def _running(machine: BackendMachine, expected: list[str]) -> None:

@@ -52,13 +52,15 @@ class SQLContinuing(SQLBase):
         def body(session: Session, retried: bool) -> list[str] | None:
             with self._db.transaction(session):
                 self._execute(session, sql.lock_run, {"id": run_id})
-                if last_step is not None and self._record_in(session, last_step, epoch) is None:
-                    return self._ours(session, run_id, epoch, retried)
                 ended = self._execute(
                     session, sql.continue_run, {"id": run_id, "epoch": epoch, "state": state}
                 ).fetchone()
                 if ended is None:
                     return self._ours(session, run_id, epoch, retried)
+                # Only once the run is known to hand over (it may be finished or a child,
+                # at its epoch), and as finish_run: a finished position keeps its step.
+                if last_step is not None:
+                    self._record_in(session, last_step, epoch)
                 created = self._execute(session, sql.create_queued_run, new).fetchone()
                 if created is None:
                     raise _Refused
