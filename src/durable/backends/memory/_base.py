@@ -8,7 +8,7 @@ import threading
 
 from durable.backends._hub import Hub
 from durable.core.clock import Clock
-from durable.core.records import Action, Event, Outcome, Run, Step, evolve
+from durable.core.records import Action, Event, NewRun, Outcome, Run, RunStatus, Step, evolve
 from durable.errors import StorageError
 
 
@@ -61,3 +61,18 @@ def written_over(stored: Step, existing: Step | None) -> Step:
     if stored.state is None and existing.state is not None:
         kept["state"] = existing.state
     return evolve(stored, **kept) if kept else stored
+
+
+def queued_run(new: NewRun, now: float, *, requests: Run | None = None) -> Run:
+    """*new* as a stored QUEUED run created at *now*, with no owner (a fork, a chain's
+    next link); *requests*: the run whose cancel and pause requests it carries."""
+    return Run(
+        id=new.id, workflow=new.workflow, status=RunStatus.QUEUED, input=new.input,
+        call_hash=new.call_hash, output=None, error=None, epoch=0, lease_owner=None,
+        lease_until=None, recoveries=0, parent_id=new.parent_id, created_at=now,
+        updated_at=now, finished_at=None, queue=new.queue, priority=new.priority,
+        cancel_requested=requests is not None and requests.cancel_requested,
+        pause_requested=requests is not None and requests.pause_requested,
+        deadline_at=None if new.timeout is None else now + new.timeout, key=new.key,
+        key_limit=new.key_limit, version=new.version, origin=new.origin,
+    )  # fmt: skip

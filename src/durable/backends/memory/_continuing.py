@@ -9,9 +9,9 @@ import dataclasses
 from collections.abc import Callable
 
 from durable.core.chains import successor_taken
-from durable.core.records import NewRun, Run, RunStatus, Step
+from durable.core.records import NewRun, RunStatus, Step
 
-from ._base import MemoryBase
+from ._base import MemoryBase, queued_run
 
 
 class MemoryContinuing(MemoryBase):
@@ -57,32 +57,7 @@ class MemoryContinuing(MemoryBase):
                 finished_at=now,
                 state=run.state if state is None else state,
             )
-            self._runs[successor.id] = Run(
-                id=successor.id,
-                workflow=successor.workflow,
-                status=RunStatus.QUEUED,
-                input=successor.input,
-                call_hash=successor.call_hash,
-                output=None,
-                error=None,
-                epoch=0,
-                lease_owner=None,
-                lease_until=None,
-                recoveries=0,
-                parent_id=None,
-                created_at=now,
-                updated_at=now,
-                finished_at=None,
-                queue=successor.queue,
-                priority=successor.priority,
-                cancel_requested=run.cancel_requested,
-                pause_requested=run.pause_requested,
-                deadline_at=None if successor.timeout is None else now + successor.timeout,
-                key=successor.key,
-                key_limit=successor.key_limit,
-                version=successor.version,
-                origin=successor.origin,
-            )
+            self._runs[successor.id] = queued_run(successor, now, requests=run)
             self._history[successor.id] = {}
             inbox = self._events.pop(run_id, [])
             kept = [event for event in inbox if event.consumed_position is not None]

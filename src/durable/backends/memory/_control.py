@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from durable.core.records import NewRun, Run, RunStatus
 
-from ._base import MemoryBase
+from ._base import MemoryBase, queued_run
 
 _IDLE = (RunStatus.QUEUED, RunStatus.WAITING)
 
@@ -171,30 +171,7 @@ class MemoryControl(MemoryBase):
                 return None
             self._ensure_queue(new)
             now = self.now()
-            run = Run(
-                id=new.id,
-                workflow=new.workflow,
-                status=RunStatus.QUEUED,
-                input=new.input,
-                call_hash=new.call_hash,
-                output=None,
-                error=None,
-                epoch=0,
-                lease_owner=None,
-                lease_until=None,
-                recoveries=0,
-                parent_id=new.parent_id,
-                created_at=now,
-                updated_at=now,
-                finished_at=None,
-                queue=new.queue,
-                priority=new.priority,
-                deadline_at=None if new.timeout is None else now + new.timeout,
-                key=new.key,
-                key_limit=new.key_limit,
-                version=new.version,
-                origin=new.origin,
-            )
+            run = queued_run(new, now)
             self._runs[new.id] = run
             self._history[new.id] = {
                 position: dataclasses.replace(step, run_id=new.id)
