@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("backends", ("durable.backends",)),
     ("runtime", ("durable.runtime",)),
     ("api", ("durable.api", "durable")),
+    ("flows", ("durable.flows",)),
     ("ops", ("durable.ops",)),
     ("surfaces", ("durable.cli", "durable.web", "durable.testing", "durable.__main__")),
 )
