@@ -335,7 +335,7 @@ class _Loader:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
-            raise _malformed(places, error) from None
+            raise _malformed(places, error, text) from None
         flow, tables = _tables.document(places, data)
         flow_fields = _tables.flow_fields(places, flow)
         tasks: dict[str, TaskSpec] = {}
@@ -349,11 +349,13 @@ class _Loader:
         return FlowSpec(tasks=tasks, source=source, **flow_fields)
 
 
-def _malformed(places: Places, error: tomllib.TOMLDecodeError) -> FlowFileError:
-    """tomllib's error at its line; a table declared twice (a task's name taken
-    twice) explained."""
+def _malformed(places: Places, error: tomllib.TOMLDecodeError, text: str) -> FlowFileError:
+    """tomllib's error at its line (the last one for "at end of document": an array or
+    string never closed); a table declared twice (a task's name taken twice) explained."""
     message = str(error)
     line = _line_of(message)
+    if line is None and "at end of document" in message:
+        line = max(1, len(text.splitlines()))
     if message.startswith("Cannot declare ("):
         inner = message[len("Cannot declare (") : message.index(")")]
         path = tuple(part.strip().strip("'\"") for part in inner.split(",") if part.strip())
