@@ -4,6 +4,7 @@ naming the file, the line and the key (docs/reference/flow-file.md)."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -87,7 +88,11 @@ def test_release_example_loads_to_its_model(tmp_path: Path) -> None:
     path = write(tmp_path, "release.toml", RELEASE)
     etl = FlowSpec(
         name="etl",
-        tasks={"extract": TaskSpec(name="extract", kind="command", command=("extract",))},
+        tasks={
+            "extract": TaskSpec(
+                name="extract", kind="command", command=("extract",), cwd=str(tmp_path)
+            )
+        },
         source=str(tmp_path / "sub.toml"),
     )
     expected = FlowSpec(
@@ -98,7 +103,9 @@ def test_release_example_loads_to_its_model(tmp_path: Path) -> None:
         log_limit=2 * 1024 * 1024,
         source=str(path),
         tasks={
-            "build": TaskSpec(name="build", kind="command", command=("make", "dist")),
+            "build": TaskSpec(
+                name="build", kind="command", command=("make", "dist"), cwd=str(tmp_path)
+            ),
             "unit": TaskSpec(
                 name="unit",
                 kind="command",
@@ -107,6 +114,7 @@ def test_release_example_loads_to_its_model(tmp_path: Path) -> None:
                 attempts=2,
                 retry_delay=10.0,
                 timeout=1800.0,
+                cwd=str(tmp_path),
             ),
             "ui_check": TaskSpec(
                 name="ui_check",
@@ -130,6 +138,7 @@ def test_release_example_loads_to_its_model(tmp_path: Path) -> None:
                 command=("echo done > {task.name}.txt",),
                 shell=True,
                 depends_on=("upload",),
+                cwd=str(tmp_path),
             ),
         },
     )
@@ -143,7 +152,8 @@ def test_release_example_loads_to_its_model(tmp_path: Path) -> None:
 
 
 def test_defaults_of_a_minimal_file() -> None:
-    """A flow with one command: no limit, 1 MB logs, one attempt, no timeout, no cwd."""
+    """A flow with one command: no limit, 1 MB logs, one attempt, no timeout, run in the
+    directory the text is relative to (the current one for a string)."""
     spec = loads(HEAD + A)
     assert (spec.max_running, spec.log_limit, spec.notify, spec.source) == (
         None,
@@ -157,8 +167,17 @@ def test_defaults_of_a_minimal_file() -> None:
         1,
         0.0,
         None,
-        None,
+        os.getcwd(),
     )
+    assert loads(HEAD + A + 'cwd = "../out"\n', base_dir="/srv/flows").tasks["a"].cwd == "/srv/out"
+    assert loads(HEAD + A + 'cwd = "/abs"\n', base_dir="/srv/flows").tasks["a"].cwd == "/abs"
+
+
+def test_cwd_is_a_template_whose_base_braces_are_literal() -> None:
+    """A directory with braces in its name stays itself once the cwd is expanded."""
+    cwd = loads(HEAD + A + 'cwd = "{flow.id}"\n', base_dir="/srv/{odd}").tasks["a"].cwd
+    assert cwd is not None
+    assert expand(cwd, {"flow.id": "rel-42"}) == "/srv/{odd}/rel-42"
 
 
 @pytest.mark.parametrize(
@@ -586,3 +605,14 @@ def test_a_random_dag_of_a_thousand_tasks() -> None:
         below |= more
     assert set(spec.descendants("n0")) == below
     assert [n for n in spec.order() if n in below] == spec.descendants("n0")
+
+
+def test_the_error_survives_pickling() -> None:
+    """FlowFileError keeps its file, line and key across processes."""
+    import pickle
+
+    with pytest.raises(FlowFileError) as caught:
+        loads(HEAD + A + "timeout = 0\n", "f.toml")
+    copy = pickle.loads(pickle.dumps(caught.value))
+    assert (copy.source, copy.line, copy.key) == ("f.toml", 5, "task.a.timeout")
+    assert str(copy) == str(caught.value)

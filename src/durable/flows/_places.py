@@ -33,10 +33,13 @@ class Places:
 
     def __init__(self, source: str, text: str | None = None) -> None:
         self.source = source
-        self._lines: dict[Path, int] = _scan(text) if text else {}
+        self._text = text
+        self._lines: dict[Path, int] | None = None
 
     def line(self, path: Path) -> int | None:
         """The line *path* is written on, or that of its nearest enclosing key found."""
+        if self._lines is None:  # scanned on the first error only: a good file never is
+            self._lines = _scan(self._text) if self._text else {}
         for end in range(len(path), 0, -1):
             found = self._lines.get(path[:end])
             if found is not None:

@@ -176,11 +176,11 @@ def _command_fields(
         fields["command"] = _argv(places, (*path, "command"), command, f'["make", "dist"]{hint}')
     fields["shell"] = shell
     fields["env"] = _env(places, (*path, "env"), table.get("env", {}))
-    if "cwd" in table:
-        cwd = _values.string(places, (*path, "cwd"), table["cwd"])
-        # cwd is a template like command: braces of the base directory are literal.
-        literal_base = base_dir.replace("{", "{{").replace("}", "}}")
-        fields["cwd"] = os.path.normpath(os.path.join(literal_base, cwd))
+    # The file's directory by default, so that a spec says where its commands run
+    # whoever runs it. cwd is a template like command: the directory's braces are literal.
+    cwd = _values.string(places, (*path, "cwd"), table.get("cwd", "."))
+    literal_base = base_dir.replace("{", "{{").replace("}", "}}")
+    fields["cwd"] = os.path.normpath(os.path.join(literal_base, cwd))
     if "timeout" in table:
         fields["timeout"] = _values.duration(places, (*path, "timeout"), table["timeout"])
     if "retry" in table:

@@ -55,8 +55,8 @@ class TaskSpec:
             ``/bin/sh -c``. Each item is a template for `expand`.
         shell: whether ``command`` is a shell script.
         env: environment variables added to the engine's (values are templates).
-        cwd: the working directory, absolute (a template), or None for the flow
-            file's directory.
+        cwd: the working directory, absolute (a template); loaded from a file, the
+            file's directory unless it says otherwise. None (in code): the engine's.
         timeout: seconds one attempt may run, or None.
         attempts: how many times the command may run in all (at least 1).
         retry_delay: seconds between attempts.
