@@ -616,3 +616,13 @@ def test_the_error_survives_pickling() -> None:
     copy = pickle.loads(pickle.dumps(caught.value))
     assert (copy.source, copy.line, copy.key) == ("f.toml", 5, "task.a.timeout")
     assert str(copy) == str(caught.value)
+
+
+def test_the_reference_example_loads(tmp_path: Path) -> None:
+    """The example at the top of docs/reference/flow-file.md is a valid flow file."""
+    reference = Path(__file__).parents[2] / "docs" / "reference" / "flow-file.md"
+    example = reference.read_text().split("```toml\n", 1)[1].split("```", 1)[0]
+    write(tmp_path, "etl.toml", SUB)
+    spec = load(write(tmp_path, "release.toml", example))
+    assert spec.order() == ["build", "unit", "ui_check", "upload", "etl"]
+    assert spec.tasks["etl"].flow is not None and spec.tasks["unit"].retry_delay == 10.0
