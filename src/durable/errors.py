@@ -26,6 +26,7 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── LeaseLost                       another owner took the run over (fencing)
     ├── StorageError                    the database failed or cannot be reached
     ├── InvalidValue (ValueError)       a value that cannot be stored (a NUL in a name)
+    ├── FlowFileError (ValueError)      a flow file that cannot be used (file, line, key)
     └── NonRetryable                    raise (or subclass) it in a task to skip retries
 
     Cancelled (BaseException)           raised into a cancelled workflow (or one at its
@@ -45,6 +46,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateNameError",
     "DurableError",
+    "FlowFileError",
     "IdempotencyConflict",
     "InvalidValue",
     "LeaseLost",
@@ -344,6 +346,26 @@ class InvalidValue(DurableError, ValueError):
     workflow can catch it) and a run that does not ends failed, at once. Nothing was
     written by the call that raised it.
     """
+
+
+class FlowFileError(DurableError, ValueError):
+    """A flow file that cannot be used: malformed TOML, a key that is unknown or of the
+    wrong type, a dependency cycle, a nested flow file that is missing.
+
+    Nothing was started. The message names the file, the line (when known) and the key,
+    as ``release.toml:12: task.unit.depends_on: unknown task 'biuld' ...``, and says
+    what would be right.
+
+    Attributes:
+        source: the file (the path as given to ``load``), or ``"<string>"``.
+        line: the line the key is written on, or None when it cannot be told.
+        key: the dotted key at fault (``"task.unit.depends_on"``), or None for the
+            file as a whole (malformed TOML, a file that cannot be read).
+    """
+
+    source: str
+    line: int | None
+    key: str | None
 
 
 class NonRetryable(DurableError):
