@@ -370,3 +370,28 @@ class FlowFileError(DurableError, ValueError):
 
 class NonRetryable(DurableError):
     """Raise this (or a subclass) from a task to fail it at once, skipping its retries."""
+
+
+class FlowRefused(DurableError, ValueError):
+    """A verb on a process flow's task that does not apply to the task as it stands:
+    completing a human task that is not waiting, restarting a running one, killing one
+    that is not running, or a verb on a flow that has ended. The message says what the
+    task is doing and what to do instead; nothing was changed.
+
+    Attributes:
+        flow_id: the flow run.
+        task: the task named.
+    """
+
+    def __init__(self, message: str, *, flow_id: str = "", task: str = "") -> None:
+        super().__init__(message)
+        self.flow_id = flow_id
+        self.task = task
+
+
+class UnknownTask(FlowRefused, LookupError):
+    """The flow has no task of that name (the message lists its tasks)."""
+
+
+class BadAnswer(FlowRefused):
+    """A human task's answer that does not match its form (every problem is named)."""
