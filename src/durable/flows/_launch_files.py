@@ -27,17 +27,22 @@ def launch_info(where: Path) -> dict[str, Any] | None:
 
 
 def pid_of(where: Path) -> tuple[int, str] | None:
-    """The wrapper's pid and start time, or None before it is written."""
+    """The wrapper's pid and start time, or None before it is written (whole: the
+    wrapper writes it with one write, ending in a newline; the engine, by a rename)."""
     try:
         text = (where / PID).read_text(encoding="ascii")
     except FileNotFoundError:
         return None
+    if not text.endswith("\n"):
+        return None  # created, not written yet
     pid, start = text.split()
     return int(pid), start
 
 
 def exit_of(where: Path) -> tuple[int, float] | None:
-    """The exit code and finish time (the file's mtime), or None while it runs.
+    """The exit code and finish time (the file's mtime), or None while it runs. The
+    wrapper writes the file with one ``echo`` (no rename: a rename would cost a process
+    per command), so a file without its final newline is one being written.
 
     Raises:
         ValueError: the exit file holds no exit code (edited by hand?); it names it.
@@ -47,6 +52,8 @@ def exit_of(where: Path) -> tuple[int, float] | None:
         text = path.read_text(encoding="ascii")
         finished_at = path.stat().st_mtime
     except FileNotFoundError:
+        return None
+    if not text.endswith("\n"):
         return None
     try:
         return int(text), finished_at

@@ -23,10 +23,8 @@ signal from a command that exited with that number; ``killed`` tells a `kill`.
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -61,20 +59,21 @@ START_GRACE = 10.0
 KILL_WAIT = 5.0
 _POLL = 0.01
 
-# The wrapper: $1 the launch directory, $2 the path of mv, then the command's argv.
+# The wrapper: $1 the launch directory, then the command's argv.
 # It traps TERM and INT so that it outlives a signal sent to its whole group and can
 # still record how the command ended (the command itself gets default handlers back).
 # It writes its pid first and runs nothing if it cannot; it runs nothing either if the
-# launch was killed before it started. Then the exit code, written and renamed, so a
-# reader sees all of it or none.
+# launch was killed before it started. Then the exit code. Each file is written by one
+# echo, a single write ending in a newline: a reader that finds no newline yet treats
+# the file as not written (`_launch_files`). No rename: each would cost a process.
 _WRAPPER = """\
-d=$1 mv=$2; shift 2
+d=$1; shift
 trap : TERM INT
 me() { if read -r s 2>/dev/null </proc/$$/stat; then s=${s##*) }; set -- $s; shift 19
 echo "$$ $1"; else echo "$$ -"; fi; }
-me >"$d/pid.tmp" && "$mv" -f "$d/pid.tmp" "$d/pid" || exit 125
+me >"$d/pid" || exit 125
 if [ -e "$d/killed" ]; then code=143; else "$@"; code=$?; fi
-echo $code >"$d/exit.tmp" && "$mv" -f "$d/exit.tmp" "$d/exit"
+echo $code >"$d/exit"
 exit $code
 """
 
@@ -297,7 +296,7 @@ def _spawn(
     log = os.open(where / OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         return subprocess.Popen(
-            [SHELL, "-c", _WRAPPER, "durable-wrapper", str(where), _mv(), *line],
+            [SHELL, "-c", _WRAPPER, "durable-wrapper", str(where), *line],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -312,16 +311,6 @@ def _spawn(
         raise
     finally:
         os.close(log)
-
-
-@functools.cache
-def _mv() -> str:
-    """The absolute path of ``mv``, which the wrapper renames its files with: the
-    command's PATH may not hold it."""
-    found = shutil.which("mv") or shutil.which("mv", path=os.defpath)
-    if found is None:
-        raise FileNotFoundError("mv is not on PATH: the process wrapper needs it")
-    return found
 
 
 def _might_live(where: Path, info: dict[str, Any] | None, wrapper: tuple[int, str] | None) -> bool:
