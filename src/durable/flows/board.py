@@ -11,10 +11,12 @@ publishes a few KiB, not one dict per task.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from durable.core.chains import split
 from durable.errors import BadAnswer, FlowRefused, UnknownTask
 
 from .spec import FlowSpec, TaskSpec, check_form
@@ -40,31 +42,92 @@ class Launch:
 
 
 class Board:
-    """One flow instance's tasks and their statuses."""
+    """One flow instance's tasks and their statuses.
 
-    def __init__(self, spec: FlowSpec) -> None:
+    Readiness is kept incrementally (a count of unfinished dependencies per task, and a
+    heap of ready tasks in file order), so an event costs what it touches, not a walk
+    over every task: a flow replays all its events each time it wakes up.
+    """
+
+    def __init__(self, spec: FlowSpec, base: str = "") -> None:
         self.spec = spec
+        self.base = base  # the flow's id (its chain's first run's id)
         self.names = list(spec.tasks)
+        self.index = {name: i for i, name in enumerate(self.names)}
         self.status: dict[str, str] = dict.fromkeys(self.names, "not_ready")
-        self.runs: dict[str, int] = {}  # task -> position of its current launch's dispatch
+        self.runs: dict[str, str] = {}  # task -> the run id of its current launch
         self.launches: dict[str, int] = dict.fromkeys(self.names, 0)
-        self.human: dict[str, dict[str, Any]] = {}  # task -> {"data", "by", "status"}
+        self.human: dict[str, dict[str, Any]] = {}  # task -> {"data", "by", "at", "status"}
         self.notes: dict[str, str] = {}  # task -> why its last event was refused
         self.attempts: dict[str, int] = dict.fromkeys(self.names, 0)
         self._dependents = {name: spec.dependents(name) for name in self.names}
+        self._codes = bytearray(b"n" * len(self.names))
+        self._count = dict.fromkeys(STATUSES, 0)
+        self._count["not_ready"] = len(self.names)
+        self._blocked = {name: len(spec.tasks[name].depends_on) for name in self.names}
+        self._fresh = [i for i, name in enumerate(self.names) if not self._blocked[name]]
+        heapq.heapify(self._fresh)  # not_ready tasks whose dependencies all finished
+        self._ready: list[int] = []  # heap of READY command and nested-flow tasks
+        # The snapshot's packed columns, kept as each value changes (`snapshot`).
+        self._runs = ["-"] * len(self.names)
+        self._launches = ["0"] * len(self.names)
+        self._attempts = ["0"] * len(self.names)
+
+    def _run(self, name: str, run_id: str | None) -> None:
+        if run_id is None:
+            self.runs.pop(name, None)
+        else:
+            self.runs[name] = run_id
+        self._runs[self.index[name]] = self._pack(run_id)
+
+    def _number(self, values: dict[str, int], packed: list[str], name: str, value: int) -> None:
+        values[name] = value
+        packed[self.index[name]] = str(value)
+
+    def _set(self, name: str, status: str) -> None:
+        old = self.status[name]
+        if old == status:
+            return
+        self.status[name] = status
+        self._count[old] -= 1
+        self._count[status] += 1
+        self._codes[self.index[name]] = ord(_CODE[status])
+        if status == "finished":
+            for dependent in self._dependents[name]:
+                self._blocked[dependent] -= 1
+                if not self._blocked[dependent] and self.status[dependent] == "not_ready":
+                    heapq.heappush(self._fresh, self.index[dependent])
+        elif old == "finished":
+            for dependent in self._dependents[name]:
+                self._blocked[dependent] += 1
 
     @classmethod
-    def restore(cls, spec: FlowSpec, snapshot: Mapping[str, Any]) -> Board:
-        """The board a flow run published (`snapshot`), to check a verb against and to
-        show; an empty snapshot is a flow that has not started yet."""
-        board = cls(spec)
-        board.status = statuses(board.names, snapshot)
-        if len(snapshot.get("runs") or ()) == len(board.names):
-            board.runs = {
-                n: p for n, p in zip(board.names, snapshot["runs"], strict=True) if p >= 0
-            }
-            board.launches = dict(zip(board.names, snapshot["launches"], strict=True))
-            board.attempts = dict(zip(board.names, snapshot["attempts"], strict=True))
+    def restore(cls, spec: FlowSpec, snapshot: Mapping[str, Any], base: str = "") -> Board:
+        """The board a flow run published (`snapshot`), to check a verb against, to
+        show, and to go on from in the next run of a chain; an empty snapshot is a flow
+        that has not started yet."""
+        board = cls(spec, base)
+        codes = str(snapshot.get("codes") or "")
+        if len(codes) == len(board.names):
+            for name, code in zip(board.names, codes, strict=True):
+                board._set(name, _STATUS[code])
+            runs = str(snapshot.get("runs") or "").split(" ")
+            launches = str(snapshot.get("launches") or "").split(" ")
+            attempts = str(snapshot.get("attempts") or "").split(" ")
+            for i, name in enumerate(board.names):
+                if i < len(runs) and runs[i] not in ("", "-"):
+                    board._run(name, board._unpack(runs[i]))
+                board._number(board.launches, board._launches, name, _int(launches, i))
+                board._number(board.attempts, board._attempts, name, _int(attempts, i))
+            for name in board.names:
+                if board.status[name] == "ready":
+                    board._set(name, "not_ready")  # made ready again by advance()
+            board._fresh = [
+                board.index[n]
+                for n in board.names
+                if board.status[n] == "not_ready" and not board._blocked[n]
+            ]
+            heapq.heapify(board._fresh)
         board.human = dict(snapshot.get("human") or {})
         board.notes = dict(snapshot.get("notes") or {})
         return board
@@ -75,46 +138,39 @@ class Board:
         """Mark newly ready tasks, and choose what starts now: the command and nested
         flow tasks that fit in ``max_running`` (file order), and the human tasks that
         become ``waiting`` (returned second: the workflow notifies their assignees)."""
-        for name in self.names:
-            if self.status[name] == "not_ready" and self._deps_done(name):
-                self.status[name] = "ready"
-        free = self._free_slots()
-        launches: list[Launch] = []
         asked: list[str] = []
-        for name in self.names:
-            if self.status[name] != "ready":
-                continue
-            kind = self.spec.tasks[name].kind
-            if kind == "human":
-                self.status[name] = "waiting"
+        while self._fresh:
+            name = self.names[heapq.heappop(self._fresh)]
+            if self.status[name] != "not_ready" or self._blocked[name]:
+                continue  # stale: it changed since it was pushed
+            if self.spec.tasks[name].kind == "human":
+                self._set(name, "waiting")
                 asked.append(name)
-            elif free > 0:
+            else:
+                self._set(name, "ready")
+                heapq.heappush(self._ready, self.index[name])
+        launches: list[Launch] = []
+        limit = self.spec.max_running
+        free = len(self._ready) if limit is None else limit - self._count["running"]
+        while self._ready and free > 0:
+            name = self.names[heapq.heappop(self._ready)]
+            if self.status[name] == "ready":
+                launches.append(Launch(name, self.spec.tasks[name].kind))
                 free -= 1
-                launches.append(Launch(name, kind))
         return launches, asked
 
-    def started(self, task: str, position: int) -> None:
-        """The workflow dispatched *task*'s launch at *position*."""
-        self.status[task] = "running"
-        self.runs[task] = position
-        self.launches[task] += 1
-
-    def _deps_done(self, name: str) -> bool:
-        return all(self.status[dep] == "finished" for dep in self.spec.tasks[name].depends_on)
-
-    def _free_slots(self) -> int:
-        limit = self.spec.max_running
-        if limit is None:
-            return len(self.names)
-        running = sum(1 for status in self.status.values() if status == "running")
-        return max(0, limit - running)
+    def started(self, task: str, run_id: str) -> None:
+        """The workflow dispatched *task*'s launch as run *run_id*."""
+        self._set(task, "running")
+        self._run(task, run_id)
+        self._number(self.launches, self._launches, task, self.launches[task] + 1)
 
     # -- where it stands --------------------------------------------------------------
 
     @property
     def complete(self) -> bool:
         """Every task finished: the flow is done."""
-        return all(status == "finished" for status in self.status.values())
+        return self._count["finished"] == len(self.names)
 
     @property
     def stuck(self) -> bool:
@@ -123,31 +179,28 @@ class Board:
         a restart."""
         if self.complete:
             return False
-        active = {"ready", "waiting", "running"}
-        if any(status in active for status in self.status.values()):
+        if self._count["ready"] or self._count["waiting"] or self._count["running"]:
             return False
         return not any(
-            self.status[name] == "not_ready" and self._deps_done(name) for name in self.names
+            self.status[self.names[i]] == "not_ready" and not self._blocked[self.names[i]]
+            for i in self._fresh
         )
 
     def counts(self) -> dict[str, int]:
         """How many tasks are in each status (those with none left out)."""
-        found: dict[str, int] = {}
-        for status in self.status.values():
-            found[status] = found.get(status, 0) + 1
-        return found
+        return {status: count for status, count in self._count.items() if count}
 
     # -- events -------------------------------------------------------------------------
 
-    def ended(self, task: str, position: int, outcome: Mapping[str, Any]) -> bool:
+    def ended(self, task: str, run_id: str, outcome: Mapping[str, Any]) -> bool:
         """A launch ended. False (and nothing changes) if it is not the task's current
         launch: a restart replaced it, or the task is unknown. A nested flow that
         reported a failure (it got stuck) may end finished later, once restarted inside."""
-        if self.runs.get(task) != position or self.status.get(task) not in ("running", "failed"):
+        if self.runs.get(task) != run_id or self.status.get(task) not in ("running", "failed"):
             return False
         status = outcome.get("status")
-        self.status[task] = status if status in ENDED else "failed"
-        self.attempts[task] = int(outcome.get("attempts") or 0)
+        self._set(task, status if status in ENDED else "failed")
+        self._number(self.attempts, self._attempts, task, int(outcome.get("attempts") or 0))
         return True
 
     def check_done(self, task: str, status: str, data: Any) -> dict[str, Any]:
@@ -177,8 +230,8 @@ class Board:
     def done(self, task: str, status: str, data: Any, by: str | None, at: float) -> None:
         """Human task *task* answered (checked first: raises `FlowRefused`)."""
         checked = self.check_done(task, status, data)
-        self.status[task] = status
-        self.attempts[task] += 1
+        self._set(task, status)
+        self._number(self.attempts, self._attempts, task, self.attempts[task] + 1)
         self.human[task] = {"data": checked, "by": by, "at": at, "status": status}
 
     def check_restart(self, task: str) -> list[str]:
@@ -206,10 +259,13 @@ class Board:
         results stay. Returns the tasks that will run again."""
         again = self.check_restart(task)
         for name in again:
-            self.status[name] = "not_ready"
-            self.runs.pop(name, None)
+            self._set(name, "not_ready")
+            self._run(name, None)
             self.human.pop(name, None)
             self.notes.pop(name, None)
+        for name in again:
+            if not self._blocked[name]:
+                heapq.heappush(self._fresh, self.index[name])
         return again
 
     def check_task(self, task: str) -> TaskSpec:
@@ -245,19 +301,43 @@ class Board:
     def _unfinished_deps(self, task: str) -> list[str]:
         return [d for d in self.spec.tasks[task].depends_on if self.status[d] != "finished"]
 
+    def _pack(self, run_id: str | None) -> str:
+        """A launch's run id as ``<link>/<position>``: its flow run's place in the
+        chain and the dispatch's position (run ids may hold spaces; these never do)."""
+        if run_id is None:
+            return "-"
+        link, position = _link_and_position(run_id)
+        return f"{link}/{position}"
+
+    def _unpack(self, packed: str) -> str:
+        link, _, position = packed.partition("/")
+        flow = self.base if link == "0" else f"{self.base}~{link}"
+        return f"{flow}/{position}"
+
     # -- the published form -----------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """The board as the flow run's state: small, JSON, in file order."""
+        """The board as the flow run's state, packed in strings (cheap to encode at
+        every step of a replay): a status letter per task in file order, each task's
+        current launch's run id (``-`` for none), launches and attempts."""
         return {
-            "codes": "".join(_CODE[self.status[name]] for name in self.names),
-            "runs": [self.runs.get(name, -1) for name in self.names],
-            "launches": [self.launches[name] for name in self.names],
-            "attempts": [self.attempts[name] for name in self.names],
+            "codes": self._codes.decode(),
+            "runs": " ".join(self._runs),
+            "launches": " ".join(self._launches),
+            "attempts": " ".join(self._attempts),
             "human": self.human,
             "notes": self.notes,
             "stuck": self.stuck,
         }
+
+
+def _int(values: list[str], i: int) -> int:
+    return int(values[i]) if i < len(values) and values[i].isdigit() else 0
+
+
+def _link_and_position(run_id: str) -> tuple[int, str]:
+    link, _, position = run_id.rpartition("/")
+    return split(link)[1], position
 
 
 def statuses(names: list[str], snapshot: Mapping[str, Any]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from durable.runtime.defaults import get_engine
 from durable.runtime.engine import Engine
 
 from . import processes
-from .engine import flow
+from .engine import encode, flow
 from .settings import COMMAND, EVENT
 from .spec import FlowSpec, load
 from .views import Flow, read
@@ -46,7 +47,7 @@ def start(
     spec = source if isinstance(source, FlowSpec) else load(source)
     engine = engine or get_engine()
     try:
-        run = engine.dispatch_call(flow.bind(spec.to_dict()), run_id=id)
+        run = engine.dispatch_call(flow.bind(encode(spec)), run_id=id)
     except IdempotencyConflict:
         raise IdempotencyConflict(
             f"Run {id!r} exists and was started from another definition of the flow (the "
@@ -71,9 +72,9 @@ def restart(
     again = found.board.check_restart(task)
     _live(found, task)
     for name in again:  # a stuck nested flow of the old launch would wait forever
-        position = found.board.runs.get(name)
-        if found.spec.tasks[name].kind == "flow" and position is not None:
-            Handle(found.engine, f"{flow_id}/{position}").cancel()
+        launch = found.board.runs.get(name)
+        if found.spec.tasks[name].kind == "flow" and launch is not None:
+            Handle(found.engine, launch).cancel()
     _send(found, {"op": "restart", "task": task, "by": actor})
     _record(found, "restart", actor, {"task": task, "again": again})
     return {"flow": flow_id, "task": task, "restarted": again}
@@ -91,15 +92,15 @@ def kill(
     found = read(engine or get_engine(), flow_id)
     found.board.check_task(task)
     _live(found, task)
-    position = found.board.runs.get(task)
-    if found.board.status[task] != "running" or position is None:
+    launch = found.board.runs.get(task)
+    if found.board.status[task] != "running" or launch is None:
         raise FlowRefused(
             f"task {task!r} of flow {flow_id!r} is {found.board.status[task]}, not running: "
             "there is nothing to kill.",
             flow_id=flow_id,
             task=task,
         )
-    killed = Handle(found.engine, f"{flow_id}/{position}").cancel()
+    killed = Handle(found.engine, launch).cancel()
     _record(found, "kill", actor, {"task": task})
     return {"flow": flow_id, "task": task, "killed": killed}
 
@@ -123,7 +124,8 @@ def done(
     found = read(engine or get_engine(), flow_id)
     checked = found.board.check_done(task, status, data)
     _live(found, task)
-    _send(found, {"op": "done", "task": task, "status": status, "data": checked, "by": actor})
+    message = {"op": "done", "task": task, "status": status, "data": checked, "by": actor}
+    _send(found, {**message, "at": time.time()})
     _record(found, "done", actor, {"task": task, "status": status, "data": checked})
     return {"flow": flow_id, "task": task, "status": status}
 
@@ -134,7 +136,7 @@ def logs(flow_id: str, task: str, *, engine: Engine | None = None) -> dict[str, 
     from its file on this machine, else the tail its last heartbeat carried)."""
     found = read(engine or get_engine(), flow_id)
     found.board.check_task(task)
-    position = found.board.runs.get(task)
+    run_id = found.board.runs.get(task)
     empty = {
         "task": task,
         "run_id": None,
@@ -143,9 +145,8 @@ def logs(flow_id: str, task: str, *, engine: Engine | None = None) -> dict[str, 
         "log_dropped": 0,
         "running": False,
     }
-    if position is None or found.spec.tasks[task].kind != "command":
+    if run_id is None or found.spec.tasks[task].kind != "command":
         return empty
-    run_id = f"{flow_id}/{position}"
     engine_ = found.engine
     for step in reversed(engine_.backend.load_history(run_id)):
         if step.kind is not StepKind.TASK or step.name != COMMAND:

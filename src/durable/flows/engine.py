@@ -16,10 +16,12 @@ nested flow tells its parent task that it failed meanwhile).
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 import durable
 from durable.api.decorators import workflow
+from durable.core.chains import split
 from durable.errors import FlowRefused, RunFinished, RunNotFound
 
 from .board import Board
@@ -27,59 +29,72 @@ from .nodes import node, notify
 from .settings import EVENT, FLOW, form_link
 from .spec import FlowSpec, TaskSpec
 
+#: messages a flow handles before it continues as a new run of its chain: a wake-up
+#: replays the history of the current run only, so this bounds its cost.
+CHAIN_AFTER = 200
+
 
 @workflow(name=FLOW)
 def flow(
-    spec: dict[str, Any], parent: str | None = None, parent_task: str | None = None
+    spec: str,
+    parent: str | None = None,
+    parent_task: str | None = None,
+    board: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the flow *spec* (`FlowSpec.to_dict`) to its end; *parent* and *parent_task*
-    name the flow run and task this one is nested in."""
-    model = FlowSpec.from_dict(spec)
-    board = Board(model)
+    """Run the flow *spec* (`FlowSpec.to_dict` as JSON text: a run's input is decoded
+    at each wake-up, and one string decodes far faster than a tree) to its end;
+    *parent* and *parent_task*
+    name the flow run and task this one is nested in; *board* is where the previous
+    run of its chain left off (`Board.snapshot`)."""
+    model = FlowSpec.from_dict(json.loads(spec))
     info = durable.info()
     assert info is not None
     me = info.run_id
+    state = Board.restore(model, board or {}, split(me)[0])
     told_parent: str | None = None
+    handled = 0
     while True:
-        launches, asked = board.advance()
+        launches, asked = state.advance()
         for launch in launches:
             task = model.tasks[launch.task]
             if launch.kind == "flow":
                 assert task.flow is not None
-                handle = durable.dispatch(flow, task.flow.to_dict(), me, task.name)
+                handle = durable.dispatch(flow, encode(task.flow), me, task.name)
             else:
-                spec_ = command_spec(model, task, board.inputs(task.name))
-                handle = durable.dispatch(node, me, model.name, task.name, spec_)
-            board.started(task.name, position_of(handle.id))
+                command = command_spec(model, task, state.inputs(task.name))
+                handle = durable.dispatch(node, me, model.name, task.name, command)
+            state.started(task.name, handle.id)
         for name in asked:
-            _notify(board, model, me, name)
-        durable.set_state(**board.snapshot())
-        if board.complete:
+            _notify(state, model, me, name)
+        durable.set_state(**state.snapshot())
+        if state.complete:
             break
-        if (
-            parent is not None
-            and parent_task is not None
-            and board.stuck
-            and told_parent != "failed"
-        ):
-            failed = [
-                name for name, status in board.status.items() if status in ("failed", "killed")
-            ]
-            _tell(
-                parent,
-                parent_task,
-                me,
-                {"status": "failed", "error": f"failed: {', '.join(failed)}"},
-            )
-            told_parent = "failed"
+        if parent is not None and parent_task is not None:
+            if state.stuck and told_parent != "failed":
+                failed = [n for n, status in state.status.items() if status in ("failed", "killed")]
+                _tell(
+                    parent,
+                    parent_task,
+                    me,
+                    {"status": "failed", "error": f"failed: {', '.join(failed)}"},
+                )
+                told_parent = "failed"
+        elif handled >= CHAIN_AFTER:  # keep the history a replay reads short
+            durable.continue_as_new(spec, None, None, state.snapshot())
         message = durable.wait(EVENT)
-        apply(board, me, message, durable.now().timestamp())
+        apply(state, message)
+        handled += 1
     if parent is not None and parent_task is not None:
         _tell(parent, parent_task, me, {"status": "finished", "error": None})
-    return {"name": model.name, "counts": board.counts()}
+    return {"name": model.name, "counts": state.counts()}
 
 
-def apply(board: Board, me: str, message: Any, at: float) -> None:
+def encode(spec: FlowSpec) -> str:
+    """A flow's definition as the flow workflow takes it."""
+    return json.dumps(spec.to_dict(), separators=(",", ":"))
+
+
+def apply(board: Board, message: Any) -> None:
     """Change *board* by one message sent to the flow; a message that does not apply
     (stale, or refused now though the verb checked it before) is noted, not raised."""
     if not isinstance(message, dict):
@@ -90,10 +105,11 @@ def apply(board: Board, me: str, message: Any, at: float) -> None:
     try:
         if op == "ended":
             run = message.get("run")
-            if isinstance(run, str) and run.startswith(me + "/"):
-                board.ended(task, position_of(run), message.get("outcome") or {})
+            if isinstance(run, str):
+                board.ended(task, run, message.get("outcome") or {})
         elif op == "done":
-            board.done(task, str(message.get("status")), message.get("data"), message.get("by"), at)
+            status, data = str(message.get("status")), message.get("data")
+            board.done(task, status, data, message.get("by"), float(message.get("at") or 0.0))
         elif op == "restart":
             board.restart(task)
     except FlowRefused as refused:
@@ -114,11 +130,6 @@ def command_spec(model: FlowSpec, task: TaskSpec, inputs: dict[str, Any]) -> dic
         "log_limit": model.log_limit,
         "input": inputs,
     }
-
-
-def position_of(run_id: str) -> int:
-    """The position in its parent at which child run *run_id* was dispatched."""
-    return int(run_id.rsplit("/", 1)[1])
 
 
 def _notify(board: Board, model: FlowSpec, me: str, name: str) -> None:

@@ -8,10 +8,13 @@ Nothing here runs workflow code: a flow's statuses come from the board it publis
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from durable.api.handles import Handle
+from durable.core.chains import is_chain_form, predecessor_id, successor_id
 from durable.core.records import Run, RunQuery, RunStatus, StepKind
 from durable.errors import RunNotFound
 from durable.runtime.activity import decode_details
@@ -53,6 +56,11 @@ def read(engine: Engine, flow_id: str) -> Flow:
             f"No flow has the id {flow_id!r}; `durable flow ls` lists the flows there are.",
             run_id=flow_id,
         )
+    while run.status is RunStatus.CONTINUED:  # the chain's current run holds the board
+        following = engine.backend.get_run(successor_id(run.id))
+        if following is None:
+            break
+        run = following
     if run.workflow != FLOW:
         raise RunNotFound(
             f"Run {flow_id!r} is not a flow (it runs {run.workflow}); `durable flow ls` lists "
@@ -61,8 +69,8 @@ def read(engine: Engine, flow_id: str) -> Flow:
         )
     stored = engine.load(run.input, run.id, None)
     arguments = flow.bind_arguments(tuple(stored["args"]), stored["kwargs"])
-    spec = FlowSpec.from_dict(arguments["spec"])
-    board = Board.restore(spec, Handle(engine, flow_id).state())
+    spec = FlowSpec.from_dict(json.loads(arguments["spec"]))
+    board = Board.restore(spec, Handle(engine, run.id).state(), flow_id)
     return Flow(engine, run, spec, board, arguments.get("parent"), arguments.get("parent_task"))
 
 
@@ -76,13 +84,12 @@ def view(flow_id: str, *, engine: Engine | None = None) -> dict[str, Any]:
     engine = engine or get_engine()
     found = read(engine, flow_id)
     board, spec = found.board, found.spec
-    children = _children(engine, flow_id)
+    children = _children(engine, found.run.id)
     stats = task_history(spec.name, engine=engine)
     tasks = []
     for name in board.names:
         task = spec.tasks[name]
-        position = board.runs.get(name)
-        run_id = None if position is None else f"{flow_id}/{position}"
+        run_id = board.runs.get(name)
         entry: dict[str, Any] = {
             "name": name,
             "kind": task.kind,
@@ -126,10 +133,16 @@ def view(flow_id: str, *, engine: Engine | None = None) -> dict[str, Any]:
     }
 
 
-def _children(engine: Engine, flow_id: str) -> dict[str, Run]:
-    """The flow's launches (its child runs), newest first, a page's worth."""
-    found = engine.backend.list_runs(RunQuery(parent_id=flow_id), limit=PAGE)
-    return {run.id: run for run in found}
+def _children(engine: Engine, last: str) -> dict[str, Run]:
+    """The flow's launches (the child runs of each run of its chain, up to *last*), a
+    page's worth of each run's, newest first."""
+    found: dict[str, Run] = {}
+    link: str | None = last
+    while link is not None:
+        for run in engine.backend.list_runs(RunQuery(parent_id=link), limit=PAGE):
+            found.setdefault(run.id, run)
+        link = predecessor_id(link)
+    return found
 
 
 def _launch_details(engine: Engine, entry: dict[str, Any], child: Run) -> None:
@@ -163,25 +176,30 @@ def flows(
     """The flow instances, newest first (after the run *after* names: ``(created_at,
     id)``): id, name, status, counts by task status."""
     engine = engine or get_engine()
-    items = []
-    for run in engine.backend.list_runs(RunQuery(workflow=FLOW, after=after), limit=limit):
-        stored = engine.load(run.input, run.id, None)
-        arguments = flow.bind_arguments(tuple(stored["args"]), stored["kwargs"])
-        spec = FlowSpec.from_dict(arguments["spec"])
-        board = Board.restore(spec, Handle(engine, run.id).state())
-        items.append(
-            {
-                "id": run.id,
-                "name": spec.name,
-                "status": run.status.value,
-                "stuck": board.stuck and not run.status.finished,
-                "parent": arguments.get("parent"),
-                "created_at": run.created_at,
-                "finished_at": run.finished_at,
-                "counts": board.counts(),
-            }
-        )
-    return items
+    items: list[dict[str, Any]] = []
+    query = RunQuery(workflow=FLOW, after=after)
+    while len(items) < limit:
+        page = engine.backend.list_runs(query, limit=limit)
+        for run in page:
+            if is_chain_form(run.id):
+                continue  # a later run of a flow's chain: shown as its first run's id
+            found = read(engine, run.id)
+            items.append(
+                {
+                    "id": run.id,
+                    "name": found.spec.name,
+                    "status": found.run.status.value,
+                    "stuck": found.board.stuck and not found.run.status.finished,
+                    "parent": found.parent,
+                    "created_at": run.created_at,
+                    "finished_at": found.run.finished_at,
+                    "counts": found.board.counts(),
+                }
+            )
+        if len(page) < limit:
+            break
+        query = dataclasses.replace(query, after=(page[-1].created_at, page[-1].id))
+    return items[:limit]
 
 
 def task_history(flow_name: str, *, engine: Engine | None = None) -> dict[str, dict[str, Any]]:
@@ -202,8 +220,11 @@ def task_history(flow_name: str, *, engine: Engine | None = None) -> dict[str, d
             continue
         row = totals.setdefault(task, [0, 0, 0.0])
         row[0] += 1
-        finished = run.status is RunStatus.COMPLETED and run.output is not None
-        if finished and (engine.load(run.output, run.id, None) or {}).get("status") == "finished":
+        output = run.output if run.status is RunStatus.COMPLETED else None
+        if (
+            output is not None
+            and (engine.load(output, run.id, None) or {}).get("status") == "finished"
+        ):
             row[1] += 1
             row[2] += (run.finished_at or run.created_at) - (run.started_at or run.created_at)
     return {
