@@ -55,12 +55,12 @@ LOG_LIMIT = 1_048_576
     retry=dict(attempts=1000, backoff="constant", initial=0.2),
 )
 def command(
-    flow_id: str, flow_name: str, task_name: str, attempt: int, spec: dict[str, Any]
+    flow_id: str, flow_name: str, task_name: str, spec: dict[str, Any], *, attempt: int, token: str
 ) -> dict[str, Any]:
     """Run (or adopt) one attempt of a command task; return its outcome."""
     info = durable.info()
     assert info is not None and info.position is not None
-    directory = launch_dir(info.run_id, info.position)
+    directory = launch_dir(info.run_id, token, info.position)
     values = {
         "flow.id": flow_id,
         "flow.name": flow_name,
@@ -177,13 +177,14 @@ def node(flow_id: str, flow_name: str, task_name: str, spec: dict[str, Any]) -> 
     """One launch of command task *task_name*: its attempts, then its outcome sent to
     the flow."""
     attempts = int(spec.get("attempts") or 1)
+    token = durable.uuid4().hex  # recorded: the same after a crash, unique across databases
     outcome: dict[str, Any] = {}
     attempt = 0
     try:
         for attempt in range(1, attempts + 1):
             if attempt > 1 and spec.get("retry_delay"):
                 durable.wait(float(spec["retry_delay"]))
-            outcome = command(flow_id, flow_name, task_name, attempt, spec)
+            outcome = command(flow_id, flow_name, task_name, spec, attempt=attempt, token=token)
             if outcome["status"] != "failed" or outcome.get("not_found"):
                 break
     except Cancelled:

@@ -38,11 +38,13 @@ def state_root() -> Path:
     return Path(base) / "durable" / "flows"
 
 
-def launch_dir(run_id: str, position: int) -> Path:
+def launch_dir(run_id: str, token: str, position: int) -> Path:
     """The directory of the command started at *position* of node run *run_id*: fixed
-    by both, so an engine that takes the run over after a crash finds it again."""
+    by these, so an engine that takes the run over after a crash finds it again.
+    *token* is a uuid the node drew (and recorded) once: run ids repeat across
+    databases, and after a purge, and a launch must never find another's files."""
     safe = re.sub(r"[^A-Za-z0-9._-]", lambda m: f"%{ord(m.group()):02x}", run_id)
-    return state_root() / safe / str(position)
+    return state_root() / f"{safe}.{token}" / str(position)
 
 
 def form_link(flow_id: str, task: str) -> str:
