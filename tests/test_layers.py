@@ -213,7 +213,7 @@ def test_the_checks_see_what_they_must(tmp_path: Path) -> None:
         "durable",  # `from durable import Run` uses the facade itself
     }
     assert [layer_of(m) for m in ("durable.errors", "durable.core.x", "durable")] == [0, 1, 4]
-    assert layer_of("durable.cli.main") == 6 and layer_of("durable.nowhere") is None
+    assert layer_of("durable.cli.main") == 7 and layer_of("durable.nowhere") is None
     assert list(cycles({"a": {"b"}, "b": {"c", "a"}, "c": {"a"}, "d": {"a"}})) == [
         (["a", "b", "a"], {"a", "b", "c"})
     ]

@@ -15,11 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from durable import flows
+from durable.backends import DEFAULT_URL
 from durable.errors import FlowFileError
 from durable.runtime.engine import Engine
 from durable.runtime.worker import Worker
 
-from .common import DEFAULT_URL, add_db_option, positive
+from .common import add_db_option, positive
 from .output import InputError, printable, seconds
 
 #: seconds between two looks at the flow while it runs.
