@@ -20,9 +20,10 @@ from durable.errors import InvalidValue, StorageError
 from durable.ops import Operations, OpsError
 from durable.runtime.engine import Engine
 
-from ._api import Api, Route
+from ._api import Api
 from ._http import HTTPError, Request, Response, not_modified, path_param
 from ._inputs import path_params
+from ._routes import Route
 from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
 
 log = logging.getLogger("durable.web")
