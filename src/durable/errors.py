@@ -26,6 +26,7 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── LeaseLost                       another owner took the run over (fencing)
     ├── StorageError                    the database failed or cannot be reached
     ├── InvalidValue (ValueError)       a value that cannot be stored (a NUL in a name)
+    ├── FlowFileError (ValueError)      a flow file that cannot be used (file, line, key)
     └── NonRetryable                    raise (or subclass) it in a task to skip retries
 
     Cancelled (BaseException)           raised into a cancelled workflow (or one at its
@@ -45,6 +46,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateNameError",
     "DurableError",
+    "FlowFileError",
     "IdempotencyConflict",
     "InvalidValue",
     "LeaseLost",
@@ -346,5 +348,50 @@ class InvalidValue(DurableError, ValueError):
     """
 
 
+class FlowFileError(DurableError, ValueError):
+    """A flow file that cannot be used: malformed TOML, a key that is unknown or of the
+    wrong type, a dependency cycle, a nested flow file that is missing.
+
+    Nothing was started. The message names the file, the line (when known) and the key,
+    as ``release.toml:12: task.unit.depends_on: unknown task 'biuld' ...``, and says
+    what would be right.
+
+    Attributes:
+        source: the file (the path as given to ``load``), or ``"<string>"``.
+        line: the line the key is written on, or None when it cannot be told.
+        key: the dotted key at fault (``"task.unit.depends_on"``), or None for the
+            file as a whole (malformed TOML, a file that cannot be read).
+    """
+
+    source: str
+    line: int | None
+    key: str | None
+
+
 class NonRetryable(DurableError):
     """Raise this (or a subclass) from a task to fail it at once, skipping its retries."""
+
+
+class FlowRefused(DurableError, ValueError):
+    """A verb on a process flow's task that does not apply to the task as it stands:
+    completing a human task that is not waiting, restarting a running one, killing one
+    that is not running, or a verb on a flow that has ended. The message says what the
+    task is doing and what to do instead; nothing was changed.
+
+    Attributes:
+        flow_id: the flow run.
+        task: the task named.
+    """
+
+    def __init__(self, message: str, *, flow_id: str = "", task: str = "") -> None:
+        super().__init__(message)
+        self.flow_id = flow_id
+        self.task = task
+
+
+class UnknownTask(FlowRefused, LookupError):
+    """The flow has no task of that name (the message lists its tasks)."""
+
+
+class BadAnswer(FlowRefused):
+    """A human task's answer that does not match its form (every problem is named)."""

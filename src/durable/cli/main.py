@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from durable.errors import DurableError, InvalidValue
 from durable.ops import OpsError
 
-from . import actions, check, fork, purge, queues, runs, schedules, ui, worker
+from . import actions, check, flows, fork, purge, queues, runs, schedules, ui, worker
 from .output import CommandError, printable
 
 NEWLINE = "\n"
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_command(commands)
     schedules.add_commands(commands)
     queues.add_commands(commands)
+    flows.add_command(commands)
     check.add_command(commands)
     purge.add_command(commands)
     ui.add_command(commands)

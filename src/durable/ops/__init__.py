@@ -38,6 +38,7 @@ from durable.runtime.engine import Engine
 from . import _control, _queues, _schedules, _views
 from ._check import check_run, unfinished
 from ._errors import BadRequest, Conflict, NotFound, OpsError, no_run
+from ._flows import FlowOps
 from ._stats import stat, stats
 from ._values import iso
 
@@ -55,6 +56,8 @@ class Operations:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.backend = engine.backend
+        #: the process flows of this database (`durable.flows`), with these errors.
+        self.flows = FlowOps(engine)
 
     # -- reading ----------------------------------------------------------------------
 
