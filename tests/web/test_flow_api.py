@@ -1,7 +1,7 @@
-"""The flows' REST endpoints against real flows on SQLite: real commands run by an
-in-process worker, every answer checked against the OpenAPI document; restart, kill and
-answering a human task change the flow; the 400, 404 and 409 answers; and POSTs refused
-without CSRF or on a read-only dashboard."""
+"""The flows' REST endpoints against real flows on SQLite and PostgreSQL: real commands
+run by an in-process worker, every answer checked against the OpenAPI document;
+restart, kill and answering a human task change the flow; the 400, 404 and 409
+answers; and POSTs refused without CSRF or on a read-only dashboard."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import durable
 import durable.flows
 from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
+from tests.conftest import PostgresSchemas, _need_postgres
 from tests.web.client import Client
 from tests.web.openapi_check import CheckedClient
 
@@ -72,14 +73,20 @@ class World:
         return until(reached, f"{flow_id}: {wanted}")  # type: ignore[no-any-return]
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
     files = tmp_path_factory.mktemp("flows")
+    schemas = PostgresSchemas(_need_postgres()) if request.param == "postgres" else None
+    url = schemas.new_url() if schemas else f"sqlite:///{files}/d.db"
     # launches keep their files by flow id: a directory of this module's own, so no
     # launch of an earlier test run is taken for one of these
     state = os.environ.get("DURABLE_FLOW_DIR")
     os.environ["DURABLE_FLOW_DIR"] = str(files / "state")
-    engine = durable.Engine(f"sqlite:///{files}/d.db", lease=5.0)
+    engine = durable.Engine(url, lease=5.0)
     previous = swap(engine)
     worker = durable.Worker(engine, poll=0.05, concurrency=8).start()
     try:
@@ -89,6 +96,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         worker.stop(grace=5)
         swap(previous)
         engine.close()
+        if schemas is not None:
+            schemas.drop_all()
         if state is None:
             del os.environ["DURABLE_FLOW_DIR"]
         else:
