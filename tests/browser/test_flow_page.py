@@ -18,6 +18,7 @@ from urllib.parse import quote
 import pytest
 
 import durable.flows  # the dashboard's worker runs flows once this is imported
+from durable.flows.settings import form_link
 from tests.browser.conftest import Dashboard, Page, eventually
 
 pytestmark = pytest.mark.browser
@@ -223,17 +224,25 @@ def test_restart_a_failed_box_from_its_panel(
 def test_the_human_form_completes_the_task(
     page: Page, dashboard: Dashboard, files: Path, tmp_path: Path
 ) -> None:
-    """ui_check's panel holds a form built from its fields; an answer the form refuses
-    shows the API's reason in the panel; a good one finishes the task, recorded with
-    who answered, and upload, which depends on it, runs."""
+    """The link of ui_check's notification opens its panel, with a form built from its
+    fields; an answer the form refuses shows the API's reason in the panel; a good one
+    finishes the task, recorded with who answered, and upload, which depends on it,
+    runs."""
     marker = tmp_path / "pass"
     marker.write_text("ok")
     Path(f"{marker}.docs").write_text("go")
     form = '{ approved = "bool", score = "int", notes = "str?" }'
     flow_id = start(dashboard, files, release(marker, form), "human")
     wait_statuses(dashboard, flow_id, unit="finished", ui_check="waiting")
-    open_flow(page, flow_id)
-    click_box(page, "ui_check")
+    # the link a human task's notification carries opens the page on its form
+    link = form_link(flow_id, "ui_check")
+    page.open(link[link.index("#") :])
+    page.wait_js(
+        "!document.querySelector('#flow-panel').hidden &&"
+        " document.querySelector('#flow-panel').dataset.task === 'ui_check' &&"
+        " !document.querySelector('#task-form').hidden",
+        "the form the link points at",
+    )
     assert page.text("#task-form-assignee") == "Assigned to qa@example.com."
     fields = page.js(
         "return Array.from(document.querySelectorAll('#task-form-fields input'))"

@@ -116,6 +116,10 @@ export function flowsPage(refreshNow) {
       const row = el("tr", null, { "data-key": flow.id, "data-status": flow.status });
       const status = el("span");
       chip(status, flow.status);
+      if (flow.stuck) {
+        status.textContent = `${flow.status}, stuck`;
+        status.setAttribute("title", "A task failed and nothing else can run: restart it.");
+      }
       const counts = Object.entries(flow.counts || {}).filter(([, n]) => n > 0)
         .sort(([a], [b]) => ORDER.indexOf(a) - ORDER.indexOf(b))
         .map(([name, n]) => `${n} ${name.replace("_", " ")}`).join(" · ");
