@@ -149,7 +149,8 @@ def test_the_dag_renders_with_arrows_and_colours(
     page: Page, dashboard: Dashboard, files: Path, tmp_path: Path
 ) -> None:
     """One box per task and one arrow per dependency; each box's status is the flow's,
-    and its colour the status's; the human task carries a person mark."""
+    and its colour the status's; the human task carries a person mark. Boxes follow
+    the flow in place; a running box offers Kill, and a killed one is drawn so."""
     marker = tmp_path / "pass"
     flow_id = start(dashboard, files, release(marker), "draw")
     wait_statuses(dashboard, flow_id, unit="failed", ui_check="waiting", docs="running")
@@ -181,11 +182,25 @@ def test_the_dag_renders_with_arrows_and_colours(
         assert legend == ["not ready", "ready", "waiting for input", "running", "finished",
                           "failed", "killed"]  # fmt: skip
         # live: a status that changes is repainted in place (the <g> stays the same)
-        before = page.find('g.task[data-name="docs"]')
-        Path(f"{marker}.docs").write_text("go")
-        box_status_is(page, "docs", "finished")
-        assert page.find('g.task[data-name="docs"]') == before
-        assert boxes(page)["docs"]["fill"] == FILLS["finished"]
+        before = page.find('g.task[data-name="build"]')
+        marker.write_text("fixed")
+        page.find('g.task[data-name="unit"]').click()
+        page.wait_js("!document.querySelector('#task-restart').hidden", "the Restart button")
+        page.find("#task-restart").click()
+        page.confirm()
+        box_status_is(page, "unit", "finished")
+        assert page.find('g.task[data-name="build"]') == before
+        assert boxes(page)["unit"]["fill"] == FILLS["finished"]
+        # a running command offers Kill (not Restart), and killed is drawn as such
+        click_box(page, "docs")
+        assert page.find("#task-kill").is_displayed()
+        assert not page.find("#task-restart").is_displayed()
+        page.find("#task-kill").click()
+        page.confirm()
+        box_status_is(page, "docs", "killed")
+        assert boxes(page)["docs"]["fill"] == FILLS["killed"]
+        assert page.find("#task-restart").is_displayed()
+        assert statuses(dashboard, flow_id)["docs"] == "killed"
     finally:
         Path(f"{marker}.docs").write_text("go")
 
