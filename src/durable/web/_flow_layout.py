@@ -60,7 +60,8 @@ def layout_flow(view: Mapping[str, Any]) -> dict[str, Any]:
         it changes. *nodes* are ``{"name", "layer", "x", "y", "w", "h"}`` in the file's
         order; *edges* are ``{"from", "to", "points"}``, one per dependency, *points* a
         polyline ``[[x, y], ...]`` from the bottom middle of the dependency's box to the
-        top middle of the dependent's.
+        top middle of the dependent's. The dict is cached and shared with later calls
+        for the same structure: read it, do not change it.
     """
     structure: Structure = tuple(
         (str(task["name"]), tuple(str(name) for name in task.get("depends_on") or ()))
@@ -142,6 +143,7 @@ class _Layout:
         self.up[lower].append(upper)
 
     def _number(self) -> None:
+        """Each node's place in its layer, as the layers list them now."""
         for nodes in self.layers:
             for place, node in enumerate(nodes):
                 self.position[node] = place
