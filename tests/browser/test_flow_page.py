@@ -335,7 +335,9 @@ def test_a_thousand_task_flow_renders_and_stays_usable(
 ) -> None:
     """A generated DAG of 1,000 tasks with about 2,000 dependencies (all behind a human
     gate, so nothing runs) draws every box and arrow in well under 10 s; a click on a
-    box still opens its panel at once."""
+    box still opens its panel at once, and Escape closes it."""
+    from selenium.webdriver.common.keys import Keys
+
     rng = random.Random(18)
     lines = ['[flow]\nname = "etl"\n[task.t0]\nkind = "human"\n']
     edges = 0
@@ -369,3 +371,7 @@ def test_a_thousand_task_flow_renders_and_stays_usable(
     opened = page.js("return performance.now();") - started
     print(f"a click on a box opened its panel in {opened:.0f} ms")
     assert opened < 2_000
+    assert page.find('g.task[data-name="t500"]').get_attribute("class").endswith("selected")
+    page.find("body").send_keys(Keys.ESCAPE)
+    page.wait_js("document.querySelector('#flow-panel').hidden", "Escape to close the panel")
+    assert "selected" not in page.find('g.task[data-name="t500"]').get_attribute("class")

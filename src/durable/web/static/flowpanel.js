@@ -14,10 +14,17 @@ import { getJSON, post, session } from "./http.js";
 const LOG_TAIL = 64 * 1024;
 const RESTARTABLE = new Set(["failed", "finished", "killed"]);
 
+/* The panel of the flow page on screen (one at a time): Escape closes it. */
+let current = null;
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && current && current.open && !$("confirm").open) current.close();
+});
+
 /* base: "api/v1/flows/<encoded id>"; graph: the page's FlowGraph; refreshNow(): ask
    the page to poll at once (after an action). */
 export class FlowPanel {
   constructor(base, graph, refreshNow) {
+    current = this;
     this.base = base;
     this.graph = graph;
     this.refreshNow = refreshNow;
@@ -40,7 +47,8 @@ export class FlowPanel {
   }
 
   get open() {
-    return !$("flow-panel").hidden;
+    const panel = $("flow-panel");
+    return panel !== null && !panel.hidden;
   }
 
   show(name, flow) {
