@@ -187,3 +187,15 @@ def test_continue_as_new_benchmark_quick(tmp_path: Path) -> None:
         assert line["iterations"] == 200 and line["window"] == 50
         assert line["ms_per_iteration_first"] > 0 and line["ms_per_iteration_last"] > 0
         assert "flat_chain" in line["meets_targets"] and line["ms_follow_from_base"] > 0
+
+
+def test_flow_graph_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/flow_graph.py --quick runs a 100-task flow to its end, measures its
+    graph's payload and draws it in headless Chromium (where there is one)."""
+    for line in run_quick("flow_graph.py", "sqlite", tmp_path):
+        assert line["tasks"] == 100 and line["dependencies"] >= 99
+        assert line["payload_bytes"] > line["payload_gzip_bytes"] > 0
+        assert line["ms_get_flow"] > 0 and line["ms_layout_cold"] > 0
+        if "render_skipped" not in line:
+            assert line["boxes_drawn"] == 100 and line["arrows_drawn"] == line["dependencies"]
+            assert 0 < line["ms_render_build"] <= line["ms_render_page"]

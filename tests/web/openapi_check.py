@@ -47,8 +47,11 @@ def _close(node: Any) -> None:
 
 
 def _template(path: str) -> str | None:
-    """The document's path template matching *path* (relative to /api/v1)."""
-    templates: list[str] = sorted(document()["paths"], key=lambda t: (t.count("{"), -len(t)))
+    """The document's path template matching *path* (relative to /api/v1): the most
+    specific one (the most literal text), as the app tries suffixed routes first."""
+    templates: list[str] = sorted(
+        document()["paths"], key=lambda t: (-len(re.sub(r"\{\w+\}", "", t)), t)
+    )
     for template in templates:
         pattern = re.sub(r"\\\{\w+\\\}", ".+", re.escape(template))
         if re.fullmatch(pattern, path):

@@ -15,8 +15,8 @@ import durable
 from durable import RunStatus, Worker, dispatch, send, task, wait, workflow
 from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
-from durable.web._api import route
 from durable.web._http import MAX_BODY
+from durable.web._routes import route
 from tests.conftest import PostgresSchemas, _need_postgres
 from tests.web.client import Client
 from tests.web.openapi_check import CheckedClient, document

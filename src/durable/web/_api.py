@@ -10,40 +10,18 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import _inputs as inputs
+from ._flow_api import FlowApi
 from ._http import Request, Response, not_modified
 from ._layout import layout
+from ._routes import Params, Route, route
 from ._security import Guard, Principal
 
 if TYPE_CHECKING:
     from durable.ops import Operations
-
-Params = dict[str, str]
-Handler = Callable[[Request, Principal, Params], Response]
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """One endpoint: a method, a path pattern (relative to the mount) and its handler."""
-
-    method: str
-    pattern: re.Pattern[str]
-    handler: Handler
-
-
-def route(method: str, template: str, handler: Handler) -> Route:
-    """A route for *template*; ``{name}`` matches any text, slashes included (run ids
-    may hold them), so templates with a suffix must come before the bare one."""
-    parts = re.split(r"\{(\w+)\}", template)  # literal, name, literal, name, ...
-    pattern = "".join(
-        f"(?P<{part}>.+)" if index % 2 else re.escape(part) for index, part in enumerate(parts)
-    )
-    return Route(method, re.compile(pattern + "$"), handler)
 
 
 class Api:
@@ -55,7 +33,7 @@ class Api:
 
     def routes(self) -> list[Route]:
         """Every endpoint, suffixed paths before the bare ``runs/{id}`` and
-        ``schedules/{id}``."""
+        ``schedules/{id}``; the flows' endpoints come from `FlowApi`."""
         return [
             route("GET", "/api/v1/health", self.health),
             route("GET", "/api/v1/session", self.session),
@@ -80,6 +58,7 @@ class Api:
             route("GET", "/api/v1/schedules/{id}", self.get_schedule),
             route("DELETE", "/api/v1/schedules/{id}", self.delete_schedule),
             route("GET", "/api/v1/queues", self.queues),
+            *FlowApi(self.ops).routes(),
         ]
 
     def health(self, request: Request, principal: Principal, params: Params) -> Response:

@@ -20,9 +20,10 @@ from durable.errors import InvalidValue, StorageError
 from durable.ops import Operations, OpsError
 from durable.runtime.engine import Engine
 
-from ._api import Api, Route
+from ._api import Api
 from ._http import HTTPError, Request, Response, not_modified, path_param
 from ._inputs import path_params
+from ._routes import Route
 from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
 
 log = logging.getLogger("durable.web")
@@ -189,7 +190,8 @@ def make_app(
             registered (imported) in this process.
         token: the login secret; None generates a random one (``app.token``).
         read_only: refuse every POST and DELETE (start, cancel, pause, resume, retry,
-            send; pause, resume, trigger and delete schedules) with 403.
+            send; pause, resume, trigger and delete schedules; restart, kill and answer
+            flow tasks) with 403.
         allowed_hosts: Host names accepted besides localhost, 127.0.0.1 and [::1];
             ``("*",)`` accepts any, for a host framework that checks hosts itself.
         secret: the HMAC key of session cookies and CSRF tokens; random if None. Give

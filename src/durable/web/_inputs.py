@@ -57,6 +57,8 @@ _PATH_NAMES = {
     ("runs", "id"): "run id",
     ("schedules", "id"): "schedule id",
     ("tasks", "name"): "task name",
+    ("flows", "id"): "flow id",
+    ("flows", "task"): "task name",
 }
 
 

@@ -155,7 +155,8 @@ class Guard:
                 403,
                 "This dashboard is read-only: it was started with --read-only "
                 "(read_only=True), so runs cannot be started, cancelled, paused, resumed, "
-                "retried or signalled, nor schedules paused, resumed, triggered or deleted.",
+                "retried or signalled, nor schedules paused, resumed, triggered or deleted, "
+                "nor flow tasks restarted, killed or answered.",
             )
         if principal.session is not None:
             self._check_same_origin(request, principal.session)

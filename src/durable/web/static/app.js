@@ -8,11 +8,12 @@
    - no inline scripts or styles: the Content-Security-Policy is default-src 'self'.
 
    This module starts the page: it reads the session, routes #/, #/runs/<id>,
-   #/schedules and #/queues to their pages, and polls the current page while the tab is visible and
-   Live is on. */
+   #/schedules, #/queues, #/flows and #/flows/<id>[?task=<name>] to their pages, and
+   polls the current page while the tab is visible and Live is on. */
 
 import { $, clearNotice, formatTime, notice } from "./dom.js";
 import { getJSON, session } from "./http.js";
+import { flowPage, flowsPage } from "./flow.js";
 import { closePanel, startPanel } from "./panel.js";
 import { queuesPage } from "./queues.js";
 import { runPage } from "./run.js";
@@ -63,6 +64,20 @@ function setLive(live) {
   else clearTimeout(poller.timer);
 }
 
+/* The flow and task of a #/flows/<id>[?task=<name>] link (a human task's notification
+   links to its form so; ids may hold a raw slash), or null. */
+function flowTarget(hash) {
+  const match = /^#\/flows\/(.+?)(?:\?task=(.*))?$/.exec(hash);
+  if (!match) return null;
+  try {
+    return { id: decodeURIComponent(match[1]),
+      task: match[2] === undefined ? null : decodeURIComponent(match[2]) };
+  } catch (ignored) {
+    notice("This link holds a malformed flow id; showing the list of flows.", "error");
+    return { id: null, task: null };
+  }
+}
+
 function route() {
   closePanel();
   const match = /^#\/runs\/(.+)$/.exec(location.hash);
@@ -76,13 +91,17 @@ function route() {
   }
   const schedules = location.hash === "#/schedules";
   const queues = location.hash === "#/queues";
+  const flow = flowTarget(location.hash);
+  const flows = location.hash === "#/flows" || flow !== null;
   if (runId !== null) poller.page = runPage(runId, refreshNow);
   else if (schedules) poller.page = schedulesPage(refreshNow);
   else if (queues) poller.page = queuesPage();
+  else if (flow && flow.id !== null) poller.page = flowPage(flow.id, flow.task, refreshNow);
+  else if (flows) poller.page = flowsPage(refreshNow);
   else poller.page = runsPage(refreshNow);
   // the nav link of the list this page is (or belongs to) is marked current
-  const links = [["nav-runs", !schedules && !queues], ["nav-schedules", schedules],
-    ["nav-queues", queues]];
+  const links = [["nav-runs", !schedules && !queues && !flows], ["nav-schedules", schedules],
+    ["nav-queues", queues], ["nav-flows", flows]];
   for (const [link, current] of links) {
     if (current) $(link).setAttribute("aria-current", "page");
     else $(link).removeAttribute("aria-current");

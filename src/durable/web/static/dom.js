@@ -30,6 +30,14 @@ export function runLink(id) {
   return el("a", id, { href: runHref(id), class: "mono" });
 }
 
+export function flowHref(id) {
+  return "#/flows/" + encodeURIComponent(id);
+}
+
+export function flowLink(id) {
+  return el("a", id, { href: flowHref(id), class: "mono" });
+}
+
 export function chip(node, status) {
   node.textContent = status;
   node.setAttribute("class", "chip status-" + status);
@@ -47,6 +55,12 @@ export function formatTime(iso) {
   if (Number.isNaN(d.getTime())) return String(iso);
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
     `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+/* A time from the API as ISO 8601: flows give epoch seconds, runs ISO text already. */
+export function isoTime(value) {
+  if (value === null || value === undefined) return null;
+  return typeof value === "number" ? new Date(value * 1000).toISOString() : String(value);
 }
 
 export function timeCell(td, iso) {

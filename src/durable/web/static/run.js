@@ -4,7 +4,7 @@
    here" button on each step: a fork), and the actions and events recorded. */
 
 import {
-  $, cells, chip, confirmAction, el, formatDuration, formatTime, notice, pretty,
+  $, cells, chip, confirmAction, el, flowLink, formatDuration, formatTime, notice, pretty,
   rememberName, runHref, runLink, setFacts, storedName, syncRows, timeCell,
 } from "./dom.js";
 import { GraphView } from "./graph.js";
@@ -12,6 +12,9 @@ import { conditionalGet, post, session } from "./http.js";
 import { openPanel, refreshPanel } from "./panel.js";
 import { drawTimeline } from "./timeline.js";
 
+/* The workflows of a process flow and of one launch of its command tasks. */
+const FLOW = "durable.flow";
+const FLOW_NODE = "durable.flow.node";
 const FINISHED = new Set(["completed", "failed", "cancelled", "dead", "timed_out", "continued"]);
 /* The statuses a run can be paused in (unless it is being cancelled). */
 const PAUSABLE = new Set(["queued", "running", "waiting"]);
@@ -148,6 +151,9 @@ function renderRun(run, showEventForm) {
   chip($("run-status"), run.status);
   setFacts($("run-facts"), [
     ["Workflow", run.workflow],
+    // a process flow, or one launch of a task of one: its graph is on the flow's page
+    ["Flow", run.workflow === FLOW ? flowLink(run.id)
+      : run.workflow === FLOW_NODE && run.parent_id ? flowLink(run.parent_id) : null],
     ["Queue", `${run.queue} (priority ${run.priority})`],
     ["Created", formatTime(run.created_at)],
     ["Started", formatTime(run.started_at)],
