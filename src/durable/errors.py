@@ -27,6 +27,9 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── StorageError                    the database failed or cannot be reached
     ├── InvalidValue (ValueError)       a value that cannot be stored (a NUL in a name)
     ├── FlowFileError (ValueError)      a flow file that cannot be used (file, line, key)
+    ├── FlowRefused (ValueError)        a verb on a flow's task that does not apply now
+    │   ├── UnknownTask (LookupError)   the flow has no task of that name
+    │   └── BadAnswer                   a human task's answer that does not match its form
     └── NonRetryable                    raise (or subclass) it in a task to skip retries
 
     Cancelled (BaseException)           raised into a cancelled workflow (or one at its
@@ -45,8 +48,10 @@ __all__ = [
     "Cancelled",
     "ConfigurationError",
     "DuplicateNameError",
+    "BadAnswer",
     "DurableError",
     "FlowFileError",
+    "FlowRefused",
     "IdempotencyConflict",
     "InvalidValue",
     "LeaseLost",
@@ -64,6 +69,7 @@ __all__ = [
     "SerializationError",
     "StorageError",
     "TaskTimeout",
+    "UnknownTask",
     "WaitTimeout",
     "WorkflowTimeout",
 ]
@@ -383,10 +389,11 @@ class FlowRefused(DurableError, ValueError):
         task: the task named.
     """
 
+    flow_id: str
+    task: str
+
     def __init__(self, message: str, *, flow_id: str = "", task: str = "") -> None:
-        super().__init__(message)
-        self.flow_id = flow_id
-        self.task = task
+        super().__init__(message, flow_id=flow_id, task=task)
 
 
 class UnknownTask(FlowRefused, LookupError):

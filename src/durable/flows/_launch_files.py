@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 LAUNCH, PID, OUTPUT, EXIT, KILLED = "launch.json", "pid", "output.log", "exit", "killed"
+#: the wrapper's own record of its pid, for an engine that died before writing ``pid``.
+WRAPPER_PID = "pid.wrapper"
 
 
 def launch_info(where: Path) -> dict[str, Any] | None:
@@ -27,16 +29,18 @@ def launch_info(where: Path) -> dict[str, Any] | None:
 
 
 def pid_of(where: Path) -> tuple[int, str] | None:
-    """The wrapper's pid and start time, or None before it is written (whole: the
-    wrapper writes it with one write, ending in a newline; the engine, by a rename)."""
-    try:
-        text = (where / PID).read_text(encoding="ascii")
-    except FileNotFoundError:
-        return None
-    if not text.endswith("\n"):
-        return None  # created, not written yet
-    pid, start = text.split()
-    return int(pid), start
+    """The wrapper's pid and start time, or None before either copy is written: the
+    engine's (whole, by a rename), else the wrapper's own (one write ending in a
+    newline: without it, not written yet)."""
+    for name in (PID, WRAPPER_PID):
+        try:
+            text = (where / name).read_text(encoding="ascii")
+        except FileNotFoundError:
+            continue
+        if text.endswith("\n"):
+            pid, start = text.split()
+            return int(pid), start
+    return None
 
 
 def exit_of(where: Path) -> tuple[int, float] | None:

@@ -61,21 +61,32 @@ _POLL = 0.01
 
 # The wrapper: $1 the launch directory, then the command's argv.
 # It traps TERM and INT so that it outlives a signal sent to its whole group and can
-# still record how the command ended (the command itself gets default handlers back).
-# It writes its pid first and runs nothing if it cannot; it runs nothing either if the
-# launch was killed before it started. Then the exit code. Each file is written by one
-# echo, a single write ending in a newline: a reader that finds no newline yet treats
-# the file as not written (`_launch_files`). No rename: each would cost a process.
+# still record how the command ended; it passes them on to the command, which it runs
+# in the background for that. The command's own shell drops the traps, then looks for
+# the kill marker before it execs: `kill` writes the marker before any signal, so a
+# TERM that came while the command was being started, and was caught by a trap, is
+# not lost. It writes its pid first and runs nothing if it cannot; it runs nothing
+# either if the launch was killed before it started. Then the exit code. Each file
+# is written by one echo, a single write ending in a newline: a reader that finds no
+# newline yet treats the file as not written (`_launch_files`). No rename: each would
+# cost a process. Its pid goes to a file of its own: the engine writes ``pid`` (whole,
+# by a rename) as soon as it has spawned it; the wrapper's copy counts if it did not.
 _WRAPPER = """\
 d=$1; shift
-trap : TERM INT
+child=
+trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
 me() { if read -r s 2>/dev/null </proc/$$/stat; then s=${s##*) }; set -- $s; shift 19
 echo "$$ $1"; else echo "$$ -"; fi; }
-me >"$d/pid" || exit 125
-if [ -e "$d/killed" ]; then code=143; else "$@"; code=$?; fi
+me >"$d/pid.wrapper" || exit 125
+if [ -e "$d/killed" ]; then code=143; else
+(trap - TERM INT; [ -e "$d/killed" ] && exit 143; exec "$@") &
+child=$!
+while :; do wait "$child"; code=$?; kill -0 "$child" 2>/dev/null || break; done
+fi
 echo $code >"$d/exit"
 exit $code
 """
+
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
