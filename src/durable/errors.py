@@ -45,10 +45,10 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BadAnswer",
     "Cancelled",
     "ConfigurationError",
     "DuplicateNameError",
-    "BadAnswer",
     "DurableError",
     "FlowFileError",
     "FlowRefused",

@@ -24,9 +24,10 @@ from .spec import FlowSpec, TaskSpec, check_form
 #: not_ready: a dependency has not finished; ready: may start (waits for a slot);
 #: waiting: a human task ready for its answer; running; finished; failed; killed.
 STATUSES = ("not_ready", "ready", "waiting", "running", "finished", "failed", "killed")
-_CODE = {status: status[0] if status != "killed" else "k" for status in STATUSES}
-_CODE["failed"] = "x"
+#: each status's letter in a snapshot (one per task, in file order).
+_CODE = dict(zip(STATUSES, "nywrfxk", strict=True))
 _STATUS = {code: status for status, code in _CODE.items()}
+assert len(_STATUS) == len(STATUSES), "two statuses share a letter"
 #: statuses from which `restart` may start a task again.
 RESTARTABLE = frozenset({"finished", "failed", "killed", "waiting"})
 #: an ended launch's outcome statuses.
@@ -196,10 +197,12 @@ class Board:
         """A launch ended. False (and nothing changes) if it is not the task's current
         launch: a restart replaced it, or the task is unknown. A nested flow that
         reported a failure (it got stuck) may end finished later, once restarted inside."""
-        if self.runs.get(task) != run_id or self.status.get(task) not in ("running", "failed"):
+        status = self.status.get(task)
+        again = status == "failed" and self.spec.tasks[task].kind == "flow"
+        if self.runs.get(task) != run_id or (status != "running" and not again):
             return False
-        status = outcome.get("status")
-        self._set(task, status if status in ENDED else "failed")
+        ended = outcome.get("status")
+        self._set(task, ended if ended in ENDED else "failed")
         self._number(self.attempts, self._attempts, task, int(outcome.get("attempts") or 0))
         return True
 
