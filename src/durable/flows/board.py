@@ -30,6 +30,8 @@ _STATUS = {code: status for status, code in _CODE.items()}
 assert len(_STATUS) == len(STATUSES), "two statuses share a letter"
 #: statuses from which `restart` may start a task again.
 RESTARTABLE = frozenset({"finished", "failed", "killed", "waiting"})
+#: the longest note kept on a task (its error, a refusal), in characters.
+NOTE_LIMIT = 500
 #: an ended launch's outcome statuses.
 ENDED = frozenset({"finished", "failed", "killed"})
 
@@ -59,7 +61,7 @@ class Board:
         self.runs: dict[str, str] = {}  # task -> the run id of its current launch
         self.launches: dict[str, int] = dict.fromkeys(self.names, 0)
         self.human: dict[str, dict[str, Any]] = {}  # task -> {"data", "by", "at", "status"}
-        self.notes: dict[str, str] = {}  # task -> why its last event was refused
+        self.notes: dict[str, str] = {}  # task -> why it failed, or a request was refused
         self.attempts: dict[str, int] = dict.fromkeys(self.names, 0)
         self._dependents = {name: spec.dependents(name) for name in self.names}
         self._codes = bytearray(b"n" * len(self.names))
@@ -203,6 +205,11 @@ class Board:
             return False
         ended = outcome.get("status")
         self._set(task, ended if ended in ENDED else "failed")
+        error = outcome.get("error")
+        if self.status[task] != "finished" and error:
+            self.notes[task] = str(error)[:NOTE_LIMIT]  # why it failed, for the views
+        else:
+            self.notes.pop(task, None)
         self._number(self.attempts, self._attempts, task, int(outcome.get("attempts") or 0))
         return True
 
