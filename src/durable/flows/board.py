@@ -64,6 +64,7 @@ class Board:
         self.notes: dict[str, str] = {}  # task -> why it failed, or a request was refused
         self.attempts: dict[str, int] = dict.fromkeys(self.names, 0)
         self._dependents = {name: spec.dependents(name) for name in self.names}
+        self._below: dict[str, frozenset[str]] = {}  # a human task's descendants, once asked
         self._codes = bytearray(b"n" * len(self.names))
         self._count = dict.fromkeys(STATUSES, 0)
         self._count["not_ready"] = len(self.names)
@@ -285,18 +286,17 @@ class Board:
     def inputs(self, task: str) -> dict[str, Any]:
         """The answers (data) of the human tasks upstream of *task*, by task: what a
         command receives as ``$DURABLE_INPUT``."""
-        seen: set[str] = set()
-        todo = list(self.spec.tasks[task].depends_on)
-        while todo:
-            name = todo.pop()
-            if name not in seen:
-                seen.add(name)
-                todo.extend(self.spec.tasks[name].depends_on)
         return {
-            name: self.human[name]["data"]
-            for name in self.names
-            if name in seen and name in self.human
+            name: answer["data"]
+            for name, answer in sorted(self.human.items(), key=lambda item: self.index[item[0]])
+            if task in self._downstream(name)
         }
+
+    def _downstream(self, name: str) -> frozenset[str]:
+        found = self._below.get(name)
+        if found is None:
+            found = self._below[name] = frozenset(self.spec.descendants(name))
+        return found
 
     def _task(self, task: str) -> TaskSpec:
         spec = self.spec.tasks.get(task)

@@ -16,6 +16,7 @@ nested flow tells its parent task that it failed meanwhile).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from typing import Any
 
@@ -46,7 +47,7 @@ def flow(
     *parent* and *parent_task*
     name the flow run and task this one is nested in; *board* is where the previous
     run of its chain left off (`Board.snapshot`)."""
-    model = FlowSpec.from_dict(json.loads(spec))
+    model = parse(spec)
     info = durable.info()
     assert info is not None
     me = info.run_id
@@ -87,6 +88,13 @@ def flow(
     if parent is not None and parent_task is not None:
         _tell(parent, parent_task, me, {"status": "finished", "error": None})
     return {"name": model.name, "counts": state.counts()}
+
+
+@functools.lru_cache(maxsize=32)
+def parse(text: str) -> FlowSpec:
+    """A flow's definition from its JSON text, parsed once per process (a flow reads
+    its input at each wake-up; a `FlowSpec` never changes)."""
+    return FlowSpec.from_dict(json.loads(text))
 
 
 def encode(spec: FlowSpec) -> str:

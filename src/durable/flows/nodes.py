@@ -39,6 +39,10 @@ HEARTBEAT = timedelta(seconds=6)
 #: seconds between two looks at a running command: starts small (a `true` is over in a
 #: few ms), doubles up to the cap.
 POLL_FIRST, POLL_CAP = 0.002, 0.25
+#: a command is heartbeated for (its pid, host and log tail stored, a cancel seen)
+#: once it has run this long: most commands of a build end sooner, and each first
+#: heartbeat is a write.
+QUIET = 0.5
 #: seconds between SIGTERM and SIGKILL when a command is killed.
 GRACE = 5.0
 #: bytes of the log's tail carried by each heartbeat.
@@ -115,7 +119,6 @@ def _watch(
     pause = POLL_FIRST
     timed_out = False
     try:
-        durable.heartbeat(beat)
         while found.state == "running":
             if timeout is not None and not timed_out and time.time() - started > timeout:
                 timed_out = True
@@ -125,7 +128,8 @@ def _watch(
             found = processes.find(directory)
             if pause >= POLL_CAP:  # a long command: show its output's tail
                 beat["log"] = processes.read_log(directory, TAIL)[0]
-            durable.heartbeat(beat)
+            if time.time() - started >= QUIET:
+                durable.heartbeat(beat)
     except BaseException:  # Cancelled (a kill, or the run's cancel), LeaseLost, ...
         processes.kill(directory, GRACE)
         raise

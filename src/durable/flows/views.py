@@ -9,7 +9,6 @@ Nothing here runs workflow code: a flow's statuses come from the board it publis
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,7 @@ from durable.runtime.defaults import get_engine
 from durable.runtime.engine import Engine
 
 from .board import Board
-from .engine import flow
+from .engine import flow, parse
 from .settings import COMMAND, FLOW, NODE
 from .spec import FlowSpec
 
@@ -69,7 +68,7 @@ def read(engine: Engine, flow_id: str) -> Flow:
         )
     stored = engine.load(run.input, run.id, None)
     arguments = flow.bind_arguments(tuple(stored["args"]), stored["kwargs"])
-    spec = FlowSpec.from_dict(json.loads(arguments["spec"]))
+    spec = parse(arguments["spec"])
     board = Board.restore(spec, Handle(engine, run.id).state(), flow_id)
     return Flow(engine, run, spec, board, arguments.get("parent"), arguments.get("parent_task"))
 
