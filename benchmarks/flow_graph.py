@@ -29,6 +29,7 @@ import sys
 sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
 
 import argparse
+import contextlib
 import gzip
 import importlib.util
 import io
@@ -39,6 +40,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -194,29 +196,34 @@ def main() -> None:
     n = args.tasks or (100 if args.quick else 1000)
     pg = os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
     for backend in args.backends.split(","):
-        with tempfile.TemporaryDirectory(dir=args.tmpdir) as tmp:
-            directory = Path(tmp)
+        if backend not in ("sqlite", "postgres"):
+            raise SystemExit(f"unknown backend {backend!r}: sqlite or postgres")
+        with contextlib.ExitStack() as stack:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=args.tmpdir)))
             if backend == "sqlite":
                 url = f"sqlite:///{directory / 'graph.db'}"
-            elif backend == "postgres":
-                url = _fresh_pg(pg)
             else:
-                raise SystemExit(f"unknown backend {backend!r}: sqlite or postgres")
+                url = stack.enter_context(_fresh_pg(pg))
             log(f"{backend}: a flow of {n} tasks...")
             name = "postgresql" if backend == "postgres" else backend
             print(json.dumps({"backend": name, **one(url, n, directory)}), flush=True)
 
 
-def _fresh_pg(url: str) -> str:
-    """A new empty database for this run on the server at *url*."""
+@contextlib.contextmanager
+def _fresh_pg(url: str) -> Iterator[str]:
+    """A new empty database on the server at *url* for one run, dropped afterwards."""
     import sqlalchemy as sa
 
     name = f"bench_flow_graph_{os.getpid()}_{int(time.time())}"
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return url.rsplit("/", 1)[0] + "/" + name
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 if __name__ == "__main__":

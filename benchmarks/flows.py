@@ -25,11 +25,13 @@ import sys
 sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,39 +95,45 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 tasks: a smoke test")
     parser.add_argument("--tasks", type=int, default=None)
     parser.add_argument("--backends", default="sqlite", help="sqlite,postgres")
+    parser.add_argument("--tmpdir", default=None, help="where SQLite files go")
     parser.add_argument(
         "--postgres-url", default=os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
     )
     args = parser.parse_args()
     n = args.tasks or (100 if args.quick else 1000)
     for backend in args.backends.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            directory = Path(tmp)
+        if backend not in ("sqlite", "postgres"):
+            raise SystemExit(f"unknown backend {backend!r}: sqlite or postgres")
+        with contextlib.ExitStack() as stack:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=args.tmpdir)))
             if backend == "sqlite":
                 url = f"sqlite:///{directory / 'bench.db'}"
-            elif backend == "postgres":
-                url = _fresh_pg(args.postgres_url)
             else:
-                raise SystemExit(f"unknown backend {backend!r}: sqlite or postgres")
+                url = stack.enter_context(_fresh_pg(args.postgres_url))
             print(f"{backend}: a flow of {n} tasks...", file=sys.stderr)
-            line = {"backend": backend, **one(url, n, directory)}
+            name = "postgresql" if backend == "postgres" else backend
+            line = {"backend": name, **one(url, n, directory)}
             if backend == "sqlite":
-                line["meets_targets"] = (
-                    ["overhead_under_5ms"] if line["ms_overhead_per_task"] < TARGET_MS else []
-                )
+                under = line["ms_overhead_per_task"] < TARGET_MS
+                line["meets_targets"] = ["overhead_under_5ms"] if under else []
             print(json.dumps(line), flush=True)
 
 
-def _fresh_pg(url: str) -> str:
-    """A new schema-free database for this run on the server at *url*."""
+@contextlib.contextmanager
+def _fresh_pg(url: str) -> Iterator[str]:
+    """A new empty database on the server at *url* for one run, dropped afterwards."""
     import sqlalchemy as sa
 
     name = f"bench_flows_{os.getpid()}_{int(time.time())}"
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return url.rsplit("/", 1)[0] + "/" + name
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        yield url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 if __name__ == "__main__":

@@ -199,3 +199,13 @@ def test_flow_graph_benchmark_quick(tmp_path: Path) -> None:
         if "render_skipped" not in line:
             assert line["boxes_drawn"] == 100 and line["arrows_drawn"] == line["dependencies"]
             assert 0 < line["ms_render_build"] <= line["ms_render_page"]
+
+
+def test_flows_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/flows.py --quick runs a 100-task flow of true commands to its end and
+    reports the engine's overhead per task."""
+    for line in run_quick("flows.py", "sqlite", tmp_path):
+        assert line["tasks"] == 100 and line["max_running"] == 16
+        assert line["seconds_total"] > line["command_seconds"] / 16 > 0
+        assert line["ms_wall_per_task"] > 0 and line["ms_view"] > 0
+        assert "meets_targets" in line or line["backend"] == "postgresql"
