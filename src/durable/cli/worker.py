@@ -45,7 +45,10 @@ def add_command(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     worker.add_argument(
-        "modules", nargs="+", metavar="MODULE", help="dotted module name or .py file"
+        "modules",
+        nargs="*",
+        metavar="MODULE",
+        help="dotted module name or .py file (none: a worker for process flows only)",
     )
     add_db_option(worker)
     worker.add_argument(
