@@ -379,18 +379,10 @@ class NonRetryable(DurableError):
 
 
 class FlowRefused(DurableError, ValueError):
-    """A verb on a process flow's task that does not apply to the task as it stands:
-    completing a human task that is not waiting, restarting a running one, killing one
-    that is not running, or a verb on a flow that has ended. The message says what the
-    task is doing and what to do instead; nothing was changed.
-
-    Attributes:
-        flow_id: the flow run.
-        task: the task named.
-    """
-
-    flow_id: str
-    task: str
+    """A verb on a process flow's task that does not apply to it as it stands (answering
+    a human task that is not waiting, restarting a running one, killing one that is not
+    running, any verb on a flow that has ended); nothing changed. Its `flow_id` and
+    `task` name them; the message says what the task is doing and what to do instead."""
 
     def __init__(self, message: str, *, flow_id: str = "", task: str = "") -> None:
         super().__init__(message, flow_id=flow_id, task=task)
