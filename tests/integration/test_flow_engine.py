@@ -193,3 +193,17 @@ def test_a_human_task_notifies_its_assignee_and_refuses_bad_answers(
     with pytest.raises(UnknownTask):
         durable.flows.logs("human-1", "nope", engine=flows)
     assert json.loads(cli("flow", "ls", "-o", "json").out)["items"][0]["id"] == "human-1"
+
+
+@BOTH
+def test_starting_an_instance_again_resumes_it_and_another_file_is_refused(
+    flows: durable.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "again.toml", '[flow]\nname = "again"\n[task.a]\ncommand = ["true"]\n')
+    first = durable.flows.start("again.toml", id="again-1", engine=flows)
+    assert durable.flows.start("./again.toml", id="again-1", engine=flows).id == first.id
+    first.result(timeout=30)
+    write(tmp_path, "again.toml", '[flow]\nname = "again"\n[task.b]\ncommand = ["true"]\n')
+    with pytest.raises(durable.IdempotencyConflict, match="another definition of the flow"):
+        durable.flows.start("again.toml", id="again-1", engine=flows)

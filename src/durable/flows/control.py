@@ -10,6 +10,7 @@ kills and answers are recorded in the flow run's actions log, with who asked.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -45,6 +46,8 @@ def start(
         IdempotencyConflict: *id* is an instance started from another definition.
     """
     spec = source if isinstance(source, FlowSpec) else load(source)
+    if os.path.isfile(spec.source):  # `release.toml` and `./release.toml` are one flow
+        spec = dataclasses.replace(spec, source=os.path.abspath(spec.source))
     engine = engine or get_engine()
     try:
         run = engine.dispatch_call(flow.bind(encode(spec)), run_id=id)
