@@ -1,8 +1,9 @@
 """Seed 001's use cases as process flows of real shell commands that write to a
 ledger (tests/e2e/flow_ledger.py), on SQLite and PostgreSQL, run by an in-process
-worker: a release of five suites, two more, a package and a notification; a release
-with a human step completed through the REST API; a 1,000-task DAG; and a restart of a
-failed task in the middle, which runs exactly it and what depends on it again."""
+worker (nothing is killed or timed, so they run beside other tests): a release of five
+suites, two more, a package and a notification; a release with a human step completed
+through the REST API; a 1,000-task DAG; and a restart of a failed task in the middle,
+which runs exactly it and what depends on it again."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from tests.e2e.flow_ledger import Ledger, random_dag
 from tests.web.client import Client
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-pytestmark = [pytest.mark.e2e]
 TOKEN = "flows-e2e"
 
 
