@@ -15,6 +15,7 @@ from durable.core.durations import within_horizon
 from durable.core.text import check_text
 from durable.errors import DurableError
 from durable.runtime import waits
+from durable.runtime.activity import TaskScope
 from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import get_engine
 
@@ -131,7 +132,8 @@ def send(
     The event is stored durably before this returns and waits in the run's inbox if
     the run has not reached its wait yet; events of one name are consumed in the order
     they were sent. Inside a workflow the send is recorded, so replay never sends it
-    twice. From application code, pass a *key* (a webhook's delivery id, say) to make
+    twice. From a task body it goes to the database of the engine running the task
+    (a worker's, whatever the default engine is); pass a *key* to send once per call. From application code, pass a *key* (a webhook's delivery id, say) to make
     retried sends deliver once: a key the run has seen before is ignored.
 
     Raises:
@@ -154,6 +156,11 @@ def send(
             raise TypeError("key= is for application code; inside a workflow, sends are keyed.")
         waits.send(context, run_id, event, payload)
         return
-    host = run._host if isinstance(run, Handle) else get_engine()
+    if isinstance(run, Handle):
+        host = run._host
+    elif isinstance(context, TaskScope) and context.host is not None:
+        host = context.host  # a task body: the database of the engine running it
+    else:
+        host = get_engine()
     data = host.dump(payload, f"the payload of event {event!r}")
     host.backend.send_event(run_id, event, data, key=key)

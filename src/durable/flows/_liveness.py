@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import functools
 import os
+import select
 import socket
+import time
 
 #: What a pid file holds for the start time where there is no /proc to read it from.
 UNKNOWN_START = "-"
@@ -86,3 +88,37 @@ def _stat_fields(pid: int) -> list[str] | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     return line.rpartition(b")")[2].decode("ascii").split()
+
+
+class ExitWatch:
+    """Sleeps until process *pid* ends or a timeout passes, whichever comes first: on
+    Linux a pidfd wakes the sleeper the moment the process ends (ours or not), so a
+    command's end is seen at once without polling fast; elsewhere it simply sleeps.
+    Only a hint to look again: whether the launch ended is read from its files."""
+
+    def __init__(self, pid: int | None) -> None:
+        self._fd: int | None = None
+        opener = getattr(os, "pidfd_open", None)
+        if pid is not None and opener is not None:
+            try:
+                self._fd = opener(pid)
+            except OSError:  # gone already, or not allowed: plain sleeps
+                self._fd = None
+
+    @property
+    def exact(self) -> bool:
+        """Whether the end wakes the sleeper (else only the timeout does)."""
+        return self._fd is not None
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to *timeout* seconds; True if the process has ended."""
+        if self._fd is None:
+            time.sleep(timeout)
+            return False
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        return bool(ready)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -36,8 +36,9 @@ from .spec import expand
 #: the command task's heartbeat: writes at most every third of it (pid, host, log
 #: tail), and a kill or cancel reaches the command within that third.
 HEARTBEAT = timedelta(seconds=6)
-#: seconds between two looks at a running command: starts small (a `true` is over in a
-#: few ms), doubles up to the cap.
+#: seconds between two looks at a running command: on Linux its end wakes the watcher
+#: at once (a pidfd) and it looks every POLL_CAP to heartbeat; elsewhere it starts small
+#: (a `true` is over in a few ms) and doubles up to the cap.
 POLL_FIRST, POLL_CAP = 0.002, 0.25
 #: a command is heartbeated for (its pid, host and log tail stored, a cancel seen)
 #: once it has run this long: most commands of a build end sooner, and each first
@@ -61,7 +62,10 @@ LOG_LIMIT = 1_048_576
 def command(
     flow_id: str, flow_name: str, task_name: str, spec: dict[str, Any], *, attempt: int, token: str
 ) -> dict[str, Any]:
-    """Run (or adopt) one attempt of a command task; return its outcome."""
+    """Run (or adopt) one attempt of a command task; return its outcome. The last
+    attempt's outcome goes to the flow from here, before it is recorded: the flow goes
+    on while the node writes it down (sent again after a crash, the event keeps its
+    key, so the flow gets it once)."""
     info = durable.info()
     assert info is not None and info.position is not None
     directory = launch_dir(info.run_id, token, info.position)
@@ -71,6 +75,20 @@ def command(
         "task.name": task_name,
         "task.attempt": str(attempt),
     }
+    try:
+        outcome = _attempt(directory, spec, values)
+    except Cancelled:
+        killed = {"status": "killed", "error": "killed", "attempts": attempt}
+        _tell(flow_id, task_name, info.run_id, killed)
+        raise
+    last = attempt >= int(spec.get("attempts") or 1)
+    if outcome["status"] != "failed" or outcome.get("not_found") or last:
+        _tell(flow_id, task_name, info.run_id, brief(outcome, attempt))
+    return outcome
+
+
+def _attempt(directory: Path, spec: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
+    """Launch the command in *directory*, or adopt what is there, and watch it end."""
     found = processes.find(directory)
     if found.state == "absent":
         earlier = durable.last_heartbeat()
@@ -86,6 +104,21 @@ def command(
         except FileExistsError:
             found = processes.find(directory)
     return _watch(directory, found, spec.get("timeout"), int(spec.get("log_limit") or LOG_LIMIT))
+
+
+def brief(outcome: dict[str, Any], attempts: int) -> dict[str, Any]:
+    """A launch's outcome without its log: what the flow is told and the node returns."""
+    short = {key: value for key, value in outcome.items() if key != "log"}
+    short["attempts"] = attempts
+    return short
+
+
+def _tell(flow_id: str, task_name: str, run_id: str, outcome: dict[str, Any]) -> None:
+    """Send a launch's outcome to its flow from the command task, keyed by the launch:
+    sent again (a retried attempt after a crash), it is delivered once."""
+    message = {"op": "ended", "task": task_name, "run": run_id, "outcome": outcome}
+    with contextlib.suppress(RunFinished, RunNotFound):  # the flow ended: nobody listens
+        durable.send(flow_id, EVENT, message, key=f"{run_id}:ended")
 
 
 def _launch(directory: Path, spec: dict[str, Any], values: dict[str, str]) -> processes.Found:
@@ -116,14 +149,17 @@ def _watch(
     cancelled or the task's timeout passes."""
     started = found.started_at or time.time()
     beat = {"pid": found.pid, "host": found.host, "dir": str(directory)}
-    pause = POLL_FIRST
+    here = found.host in (None, socket.gethostname())
+    watch = processes.ExitWatch(found.pid if here else None)
+    pause = POLL_CAP if watch.exact else POLL_FIRST
     timed_out = False
     try:
         while found.state == "running":
             if timeout is not None and not timed_out and time.time() - started > timeout:
                 timed_out = True
                 processes.kill(directory, GRACE)
-            time.sleep(pause)
+            if watch.wait(pause):  # it ended: its exit file is there (or it was lost)
+                pause = POLL_FIRST
             pause = min(pause * 2, POLL_CAP)
             found = processes.find(directory)
             if pause >= POLL_CAP:  # a long command: show its output's tail
@@ -133,6 +169,8 @@ def _watch(
     except BaseException:  # Cancelled (a kill, or the run's cancel), LeaseLost, ...
         processes.kill(directory, GRACE)
         raise
+    finally:
+        watch.close()
     return _outcome(directory, found, timeout if timed_out else None, log_limit)
 
 
@@ -178,8 +216,8 @@ def notify(hook: list[str] | str, message: dict[str, Any]) -> None:
 
 @workflow(name=NODE)
 def node(flow_id: str, flow_name: str, task_name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """One launch of command task *task_name*: its attempts, then its outcome sent to
-    the flow."""
+    """One launch of command task *task_name*: its attempts (the last tells the flow
+    how it ended)."""
     attempts = int(spec.get("attempts") or 1)
     token = durable.uuid4().hex  # recorded: the same after a crash, unique across databases
     outcome: dict[str, Any] = {}
@@ -191,21 +229,12 @@ def node(flow_id: str, flow_name: str, task_name: str, spec: dict[str, Any]) -> 
             outcome = command(flow_id, flow_name, task_name, spec, attempt=attempt, token=token)
             if outcome["status"] != "failed" or outcome.get("not_found"):
                 break
-    except Cancelled:
-        _report(flow_id, task_name, {"status": "killed", "error": "killed", "attempts": attempt})
+    except Cancelled:  # between attempts (inside one, the command task told the flow)
+        info = durable.info()
+        assert info is not None
+        killed = {"status": "killed", "error": "killed", "attempts": attempt}
+        message = {"op": "ended", "task": task_name, "run": info.run_id, "outcome": killed}
+        with contextlib.suppress(RunFinished, RunNotFound):  # recorded: sent once
+            durable.send(flow_id, EVENT, message)
         raise
-    brief = {key: value for key, value in outcome.items() if key != "log"}
-    brief["attempts"] = attempt
-    _report(flow_id, task_name, brief)
-    return brief  # the log stays in the command task's result, read by `control.logs`
-
-
-def _report(flow_id: str, task_name: str, brief: dict[str, Any]) -> None:
-    """Send a launch's outcome (without its log) to its flow; a flow that has ended (it
-    was cancelled) no longer listens."""
-    info = durable.info()
-    assert info is not None
-    with contextlib.suppress(RunFinished, RunNotFound):  # the flow ended: nobody listens
-        durable.send(
-            flow_id, EVENT, {"op": "ended", "task": task_name, "run": info.run_id, "outcome": brief}
-        )
+    return brief(outcome, attempt)  # the log stays in the command task's result (`logs`)

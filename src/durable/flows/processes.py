@@ -36,10 +36,11 @@ from typing import Any, Literal
 from . import _logtail, _reaper
 from ._commands import SHELL, CommandNotFound, check_cwd, check_env, command_line, resolve
 from ._launch_files import EXIT, KILLED, LAUNCH, OUTPUT, PID, exit_of, launch_info, pid_of, write
-from ._liveness import UNKNOWN_START, alive, boot_id, proc_start, this_host
+from ._liveness import UNKNOWN_START, ExitWatch, alive, boot_id, proc_start, this_host
 
 __all__ = [
     "CommandNotFound",
+    "ExitWatch",
     "Found",
     "alive",
     "find",
@@ -86,7 +87,6 @@ fi
 echo $code >"$d/exit"
 exit $code
 """
-
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

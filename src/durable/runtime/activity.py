@@ -51,6 +51,8 @@ class TaskScope:
     parent_id: str | None = None
     #: the attempt's limits and heartbeats (None for a body run outside any attempt).
     activity: Activity | None = None
+    #: the engine running the task: `send` from its body goes to its database.
+    host: Host | None = None
 
 
 class Activity:

@@ -173,7 +173,7 @@ def _scope(context: RunContext, pending: Pending, activity: Activity) -> TaskSco
     """What a task body sees of where it runs (`task_key()`, `durable.info()`)."""
     return TaskScope(
         context.run_id, pending.position, pending.attempt, pending.call.target.name,
-        context.workflow, context.parent_id, activity,
+        context.workflow, context.parent_id, activity, context.host,
     )  # fmt: skip
 
 
