@@ -460,3 +460,37 @@ def test_cancelling_a_waiting_run_delivers_cancelled_at_its_wait(env: DurableEnv
     assert env.history(handle.id).kinds() == ["cancel", "task"]
     with pytest.raises(durable.Cancelled):
         handle.result()
+
+
+@task
+def tell(run_id: str) -> None:
+    durable.send(run_id, "told", "from a task", key=f"{run_id}:told")
+
+
+@workflow
+def teller(run_id: str) -> None:
+    tell(run_id)
+
+
+@workflow
+def listener() -> str:
+    return durable.wait("told", timeout=dt.timedelta(seconds=30))  # type: ignore[no-any-return]
+
+
+def test_send_in_a_task_body_goes_to_the_engine_running_it() -> None:
+    """A worker's engine serves another database than the default: a task it runs
+    sends to its own database (the default has no such run)."""
+    from durable.runtime.defaults import swap
+
+    served, default = durable.Engine("memory://"), durable.Engine("memory://")
+    previous = swap(default)
+    try:
+        with durable.Worker(served, poll=0.02):
+            waiting = served.dispatch_call(listener.bind(), run_id="listener-1")
+            served.dispatch_call(teller.bind(waiting.id), run_id="teller-1")
+            assert durable.Handle(served, "listener-1").result(timeout=30) == "from a task"
+        assert default.backend.get_run("listener-1") is None
+    finally:
+        swap(previous)
+        served.close()
+        default.close()
