@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -32,6 +33,8 @@ from durable.errors import Cancelled, RunFinished, RunNotFound
 from . import processes
 from .settings import COMMAND, EVENT, NODE, NOTIFY, launch_dir
 from .spec import expand
+
+log = logging.getLogger(__name__)
 
 #: the command task's heartbeat: writes at most every third of it (pid, host, log
 #: tail), and a kill or cancel reaches the command within that third.
@@ -117,8 +120,14 @@ def _tell(flow_id: str, task_name: str, run_id: str, outcome: dict[str, Any]) ->
     """Send a launch's outcome to its flow from the command task, keyed by the launch:
     sent again (a retried attempt after a crash), it is delivered once."""
     message = {"op": "ended", "task": task_name, "run": run_id, "outcome": outcome}
-    with contextlib.suppress(RunFinished, RunNotFound):  # the flow ended: nobody listens
+    try:
         durable.send(flow_id, EVENT, message, key=f"{run_id}:ended")
+    except RunFinished:
+        pass  # the flow ended (cancelled): nobody listens
+    except RunNotFound:  # purged meanwhile, or a database that is not the flow's
+        log.warning(
+            "flow %s is gone: the end of %s (%s) reaches nobody", flow_id, task_name, run_id
+        )
 
 
 def _launch(directory: Path, spec: dict[str, Any], values: dict[str, str]) -> processes.Found:
