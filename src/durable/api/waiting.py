@@ -133,8 +133,9 @@ def send(
     the run has not reached its wait yet; events of one name are consumed in the order
     they were sent. Inside a workflow the send is recorded, so replay never sends it
     twice. From a task body it goes to the database of the engine running the task
-    (a worker's, whatever the default engine is); pass a *key* to send once per call. From application code, pass a *key* (a webhook's delivery id, say) to make
-    retried sends deliver once: a key the run has seen before is ignored.
+    (a worker's, whatever the default engine is). From application code or a task
+    body, pass a *key* (a webhook's delivery id, say) to make retried sends deliver
+    once: a key the run has seen before is ignored.
 
     Raises:
         RunNotFound: no run has this id.
