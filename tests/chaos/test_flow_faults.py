@@ -3,10 +3,11 @@
 A `durable worker` armed with one fault (``DURABLE_FAULTS``) runs a small flow of real
 commands writing a ledger (tests/e2e/flow_ledger.py): a, then b and c, then d. When the
 fault kills it, a clean worker takes the flow over. Whatever the point (a claim, a
-dispatch of a launch, the start or the end of a command's task, a message to the flow,
-the flow consuming it, a lost acknowledgement), the flow completes, every command ran
-exactly once (a command the dead worker had started is adopted or its exit recorded,
-never started again), and none started before what it depends on ended.
+dispatch of a launch, the start or the end of a command's task, its result recorded
+after the flow was told of it, the flow consuming that message, a lost
+acknowledgement), the flow completes, every command ran exactly once (a command the
+dead worker had started is adopted or its exit recorded, never started again), and
+none started before what it depends on ended.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ CASES = [
     ("before_checkpoint", "exit", "dispatch:", 2),
     ("before_task", "exit", f"task:{COMMAND}", 2),
     ("after_task", "exit", f"task:{COMMAND}", 1),
-    ("before_checkpoint", "exit", "send:durable.flow", 2),
+    ("before_checkpoint", "exit", f"task:{COMMAND}", 3),
     ("before_checkpoint", "exit", "event:durable.flow", 2),
     ("before_complete", "exit", "durable.flow.node", 2),
     ("checkpoint_lost_ack", "raise", "dispatch:", 2),
-    ("checkpoint_lost_ack", "raise", "send:durable.flow", 1),
+    ("checkpoint_lost_ack", "raise", f"task:{COMMAND}", 3),
     ("checkpoint_lost_ack", "raise", "event:durable.flow", 2),
 ]
 DAG = {"a": (), "b": ("a",), "c": ("a",), "d": ("b", "c")}
