@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ import pytest
 import durable
 import durable.flows
 from durable import RunStatus
+from tests.chaos.test_fault_points import finish
 from tests.e2e.flow_ledger import Ledger
 from tests.e2e.harness import Children
 
@@ -50,17 +50,6 @@ def worker(children: Children, state: Path, faults: str = "") -> subprocess.Pope
     command = ["-m", "durable", "worker", "--db", children.url, "--concurrency", "6"]
     options = ["--lease", "5", "--log-level", "INFO"]
     return children.spawn([*command, *options], DURABLE_FAULTS=faults, DURABLE_FLOW_DIR=str(state))
-
-
-def finish(url: str, run_id: str, timeout: float = 90) -> durable.Run:
-    deadline = time.monotonic() + timeout
-    with durable.Engine(url) as engine:
-        while time.monotonic() < deadline:
-            run = engine.backend.get_run(run_id)
-            if run is not None and run.status.finished:
-                return run
-            time.sleep(0.05)
-    raise AssertionError(f"run {run_id} did not finish within {timeout}s")
 
 
 #: the cases run on PostgreSQL too: one of each kind of moment (the rest behave alike
@@ -100,11 +89,11 @@ def test_a_flow_survives_a_crash_at_each_fault_point(
     if action == "exit":
         assert first.wait(60) == 137, f"the fault did not fire:\n{children.log(first)}"
         second = worker(children, state)
-        run = finish(url, "fl-1")
+        run = finish(url, "fl-1", timeout=90)
         second.send_signal(signal.SIGTERM)
         second.wait(30)
     else:
-        run = finish(url, "fl-1")
+        run = finish(url, "fl-1", timeout=90)
         first.send_signal(signal.SIGTERM)
         first.wait(30)
     assert f"fault injected: {point}" in children.log(first), "the fault never fired"

@@ -11,9 +11,12 @@ nanoseconds (``date +%s%N``), one clock for every task.
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 STEP = """\
 #!/bin/sh
@@ -116,3 +119,14 @@ def random_dag(n: int, seed: int) -> dict[str, tuple[str, ...]]:
 
 def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    """Poll *condition* until it returns something truthy (returned); fail naming *what*."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)

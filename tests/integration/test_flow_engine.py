@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import durable
 import durable.flows
 from durable.errors import FlowRefused, UnknownTask
 from durable.runtime.defaults import swap
+from tests.e2e.flow_ledger import until
 
 from .cli_world import BOTH, Cli
 
@@ -28,16 +29,6 @@ NOTIFIED: list[dict[str, Any]] = []
 def record(message: dict[str, Any]) -> None:
     """The notification hook of `test_a_human_task_notifies_its_assignee`."""
     NOTIFIED.append(message)
-
-
-def until(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 @pytest.fixture

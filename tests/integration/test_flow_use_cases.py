@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,21 +19,11 @@ import durable
 import durable.flows
 from durable.runtime.defaults import swap
 from durable.web import make_app
-from tests.e2e.flow_ledger import Ledger, random_dag
+from tests.e2e.flow_ledger import Ledger, random_dag, until
 from tests.web.client import Client
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 TOKEN = "flows-e2e"
-
-
-def until(condition: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.fixture
