@@ -32,11 +32,12 @@ from durable.errors import (
     WorkflowTimeout,
 )
 
-from . import continuing, tasks
+from . import continuing, observers, tasks
 from .activity import TaskScope
 from .context import RunContext, current
 from .host import Host
 from .loops import run_coroutine
+from .observers import Execution
 from .stops import RELEASED, Abandoned, ContinueAsNew, Park, Suspend
 
 log = logging.getLogger("durable")
@@ -70,31 +71,43 @@ def _body(context: RunContext, call: Call[Any]) -> Any:
 def drive(host: Host, run: Run, call: Call[Any], history: Sequence[Step]) -> Any:
     """Execute *run* here until it ends (its result, or its error raised) or stops
     without an outcome (`RELEASED`)."""
-    context, token = enter(host, run, history)
-    try:
-        _expired(context, run)
-        value = _body(context, call)
-        if asyncio.iscoroutine(value):
-            value = run_coroutine(value)
-    except BaseException as error:
-        # Leave the run first: settling may mean waiting for, or re-claiming, it.
+    with host.observers.execution(run, resumed=bool(history)) as seen:
+        context, token = enter(host, run, history)
+        try:
+            _expired(context, run)
+            value = _body(context, call)
+            if asyncio.iscoroutine(value):
+                value = run_coroutine(value)
+        except BaseException as error:
+            # Leave the run first: settling may mean waiting for, or re-claiming, it.
+            leave(host, context, token)
+            return _observed(seen, context, settle_error(host, context, run, error, call.target))
         leave(host, context, token)
-        return settle_error(host, context, run, error, call.target)
-    leave(host, context, token)
-    return settle_value(host, context, run, call.target, value)
+        return _observed(seen, context, settle_value(host, context, run, call.target, value))
 
 
 async def drive_async(host: Host, run: Run, call: Call[Any]) -> Any:
     """`drive` for an async workflow created by this caller, on the current loop."""
-    context, token = enter(host, run, ())
-    try:
-        _expired(context, run)
-        value = await _body(context, call)
-    except BaseException as error:
+    with host.observers.execution(run, resumed=False) as seen:
+        context, token = enter(host, run, ())
+        try:
+            _expired(context, run)
+            value = await _body(context, call)
+        except BaseException as error:
+            leave(host, context, token)
+            return _observed(seen, context, settle_error(host, context, run, error, call.target))
         leave(host, context, token)
-        return settle_error(host, context, run, error, call.target)
-    leave(host, context, token)
-    return settle_value(host, context, run, call.target, value)
+        return _observed(seen, context, settle_value(host, context, run, call.target, value))
+
+
+def _observed(seen: Execution | None, context: RunContext, value: Any) -> Any:
+    """*value*, having told the observers of an execution that stopped without an
+    outcome (or handed over to its successor) how it ended."""
+    if value is RELEASED:
+        observers.ended(
+            seen, "continued" if isinstance(context.fatal, ContinueAsNew) else "released"
+        )
+    return value
 
 
 def _expired(context: RunContext, run: Run) -> None:

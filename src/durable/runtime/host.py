@@ -25,6 +25,7 @@ from durable.errors import Cancelled, ConfigurationError, RunNotFound, Serializa
 from . import registry
 from .fanout import Fanout
 from .leases import Leases
+from .observers import Observers
 
 log = logging.getLogger("durable")
 
@@ -133,6 +134,8 @@ class Host:
         self.branches = Fanout(max_threads)
         #: the runs executing here, their leases and heartbeat.
         self.leases = Leases(self.backend, lease)
+        #: what watches the runs executing here: traces, metrics, logs (`observers.py`).
+        self.observers = Observers()
         self._warned_unknown: set[str] = set()
 
     @property

@@ -97,8 +97,15 @@ def create(
     target = call.target
     digest = new.call_hash
     if window is not None:
-        return host.backend.debounce_run(new, window=window, longest=DEBOUNCE_LONGEST * window)
-    run, created = host.backend.create_run(new)
+        run, created = host.backend.debounce_run(
+            new, window=window, longest=DEBOUNCE_LONGEST * window
+        )
+    else:
+        run, created = host.backend.create_run(new)
+    if created and host.observers:
+        host.observers.created(run)
+    if window is not None:
+        return run, created
     if not created and parent_id is not None and run.parent_id != parent_id:
         raise IdempotencyConflict(foreign_child(run, parent_id), run_id=run.id)
     if not created and (run.workflow != target.name or run.call_hash != digest):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from contextlib import AbstractContextManager
 from typing import Any
 
 from durable.core import faults
@@ -18,9 +19,11 @@ from durable.core.functions import Call
 from durable.core.records import Step, StepStatus
 from durable.errors import Cancelled
 
+from . import observers
 from .activity import Activity, TaskScope, hung
 from .context import RunContext, current
 from .loops import run_coroutine
+from .observers import Attempt
 from .pending import Pending
 from .waits import hold
 
@@ -61,21 +64,24 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
             return context.replayed(finished)
         activity = _activity(context, pending)
         token = current.set(_scope(context, pending, activity))
+        seen = _observe(context, pending)
         try:
-            faults.hit("before_task", f"task:{task.name}")
-            if task.is_async:
-                value = run_coroutine(
-                    _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
-                )
-            else:
-                value = task.fn(*pending.call.args, **pending.call.kwargs)
-            faults.hit("after_task", f"task:{task.name}")
-            late = activity.late()
-            if late is not None:
-                raise late  # a sync body that overran: its result does not count
+            with seen as attempt:
+                faults.hit("before_task", f"task:{task.name}")
+                if task.is_async:
+                    value = run_coroutine(
+                        _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
+                    )
+                else:
+                    value = task.fn(*pending.call.args, **pending.call.kwargs)
+                faults.hit("after_task", f"task:{task.name}")
+                late = activity.late()
+                if late is not None:
+                    raise late  # a sync body that overran: its result does not count
         except Exception as raised:
             # An attempt that ended past its limit timed out, whatever it raised.
             error = activity.late() or raised
+            observers.ended(attempt, observers.outcome_of(error), error)
             if not _failed_attempt(context, pending, error, activity.details):
                 if error is raised:
                     raise
@@ -113,13 +119,16 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
             return context.replayed(finished)
         activity = _activity(context, pending)
         token = current.set(_scope(context, pending, activity))
+        seen = _observe(context, pending)
         try:
-            faults.hit("before_task", f"task:{task.name}")
-            value = await _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
-            faults.hit("after_task", f"task:{task.name}")
+            with seen as attempt:
+                faults.hit("before_task", f"task:{task.name}")
+                value = await _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
+                faults.hit("after_task", f"task:{task.name}")
         except Exception as raised:
             # An attempt that ended past its limit timed out, whatever it raised.
             error = activity.late() or raised
+            observers.ended(attempt, observers.outcome_of(error), error)
             if not _failed_attempt(context, pending, error, activity.details):
                 if error is raised:
                     raise
@@ -150,6 +159,14 @@ async def _limited(activity: Activity, body: Coroutine[Any, Any, Any]) -> Any:
         if limit.expired():
             raise activity.expired() from None
         raise
+
+
+def _observe(context: RunContext, pending: Pending) -> AbstractContextManager[Attempt | None]:
+    """The observers' context around the attempt about to run at *pending*."""
+    return context.host.observers.attempt(
+        context.run_id, context.workflow, pending.position, pending.call.target.name,
+        pending.attempt,
+    )  # fmt: skip
 
 
 def _interrupted(context: RunContext, pending: Pending, error: Cancelled) -> Cancelled:
