@@ -211,6 +211,7 @@ def test_flows_benchmark_quick(tmp_path: Path) -> None:
         assert "meets_targets" in line or line["backend"] == "postgresql"
 
 
+@pytest.mark.e2e  # three uvicorn server processes
 def test_mounts_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/mounts.py --quick serves the dashboard through each of the three ASGI
     adapters under uvicorn and measures both requests through each."""

@@ -119,3 +119,17 @@ def test_lifespan_is_answered_and_websockets_closed(tmp_path: Any) -> None:
     assert closed == [None]
     socket = call(app, {"type": "websocket", "path": "/"}, [{"type": "websocket.connect"}])
     assert socket == [{"type": "websocket.close", "code": 1003}]
+
+
+def test_cookie_headers_sent_apart_are_one_cookie_header(memory_engine: durable.Engine) -> None:
+    """HTTP/2 may split cookies over several headers: the session's is still found."""
+    app = asgi_app(make_app(memory_engine, token=TOKEN))
+    login = scope("GET", "/", authorization="")
+    login["query_string"] = f"token={TOKEN}".encode()
+    status, headers, _ = answer(call(app, login, [{"type": "http.request"}]))
+    assert status == 303 and headers["location"] == f"{MOUNT}/"
+    session = headers["set-cookie"].split(";")[0].encode()
+    browser = scope("GET", "/api/v1/session", authorization="")
+    browser["headers"] += [(b"cookie", b"theme=dark"), (b"cookie", session)]
+    status, _, body = answer(call(app, browser, [{"type": "http.request"}]))
+    assert status == 200 and "csrf" in json.loads(body)

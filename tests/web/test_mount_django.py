@@ -4,6 +4,7 @@ in front of it."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import types
 from collections.abc import Iterator
@@ -71,26 +72,53 @@ def urlconf(engine: durable.Engine) -> Iterator[types.ModuleType]:
         clear_url_caches()
 
 
-@pytest.mark.parametrize("url", BACKENDS, indirect=True)
-def test_dashboard_mounted_in_django_keeps_prefix_and_security(
-    engine: durable.Engine, urlconf: types.ModuleType
-) -> None:
-    """Under a Django include, every link, asset, redirect and cookie stays under the
-    prefix; the token and the dashboard's own CSRF and Origin rules hold (Django's CSRF
-    middleware does not refuse the dashboard's POSTs), and ALLOWED_HOSTS is enforced."""
-    from django.test import Client
+def sender(handler: str) -> Any:
+    """`check_mount`'s send through Django's test client for its WSGI handler, or its
+    AsyncClient for its ASGI handler (each request on an event loop of its own)."""
+    from django.test import AsyncClient, Client
+
+    class HostedAsyncClient(AsyncClient):  # type: ignore[misc]
+        """Django's AsyncClient always sends "host: testserver": a Host the test
+        gives replaces it (else ASGIRequest joins both into one bad value)."""
+
+        async def request(self, **scope: Any) -> Any:
+            hosts = [value for name, value in scope["headers"] if name == b"host"]
+            others = [(name, value) for name, value in scope["headers"] if name != b"host"]
+            scope["headers"] = [*others, (b"host", hosts[-1])]
+            return await super().request(**scope)
 
     client = Client(enforce_csrf_checks=True)
+    aclient = HostedAsyncClient(enforce_csrf_checks=True)
 
     def send(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
-        client.cookies.clear()  # the checks send their own Cookie header
         kind = headers.pop("Content-Type", "application/octet-stream")
-        reply = client.generic(method, path, body, content_type=kind, headers=headers)
+        if handler == "wsgi":
+            client.cookies.clear()  # the checks send their own Cookie header
+            reply = client.generic(method, path, body, content_type=kind, headers=headers)
+        else:
+            # It still sends an empty cookie header before the test's: two cookie
+            # headers, which Django's ASGIRequest joins with "," (django_urls undoes it).
+            aclient.cookies.clear()
+            call = aclient.generic(method, path, body, content_type=kind, headers=headers)
+            reply = asyncio.run(call)
         return Reply(reply.status_code, list(reply.items()), reply.content)
 
-    run_id = check_mount(send)
+    return send
+
+
+@pytest.mark.parametrize("handler", ["wsgi", "asgi"])
+@pytest.mark.parametrize("url", BACKENDS, indirect=True)
+def test_dashboard_mounted_in_django_keeps_prefix_and_security(
+    engine: durable.Engine, urlconf: types.ModuleType, handler: str
+) -> None:
+    """Under a Django include, through Django's WSGI and ASGI handlers, every link,
+    asset, redirect and cookie stays under the prefix; the token and the dashboard's
+    own CSRF and Origin rules hold (Django's CSRF middleware does not refuse the
+    dashboard's POSTs), and ALLOWED_HOSTS is enforced."""
+    run_id = check_mount(sender(handler))
     assert engine.reread(run_id).status == "queued"
-    dispatched = client.get("/greetings/ada", headers={"Host": "127.0.0.1"}).json()["run"]
+    started = sender(handler)("GET", "/greetings/ada", {"Host": "127.0.0.1"}, b"")
+    dispatched = started.json()["run"]
     assert engine.reread(dispatched).workflow == greet.name
 
 

@@ -86,4 +86,11 @@ def _environ(request: Any, rest: str) -> dict[str, Any]:
             "wsgi.run_once": False,
         }
     )
+    scope = getattr(request, "scope", None)  # under ASGI
+    if scope is not None:
+        # Django joins repeated headers with ",", cookie headers too (HTTP/2 may split
+        # them); cookies are joined with "; ", or the session's cookie is lost.
+        cookies = [value for name, value in scope.get("headers", ()) if name == b"cookie"]
+        if cookies:
+            environ["HTTP_COOKIE"] = "; ".join(value.decode("latin-1") for value in cookies)
     return environ
