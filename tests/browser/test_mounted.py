@@ -73,7 +73,9 @@ def test_dashboard_mounted_in_fastapi_under_a_prefix(
     every request the page made went under the prefix, the cookie is scoped to it,
     and nothing was refused or blocked."""
     page = Page(driver, mounted)
-    driver.get_log("browser")  # drop what earlier tests left
+    driver.get(f"{mounted.url}/")  # the 401 page: on this host, to clear its cookies,
+    driver.delete_all_cookies()  # which other tests' dashboards (other ports) left
+    driver.get_log("browser")  # drop what earlier tests left, and that 401
     page.login()
     assert driver.current_url == f"{mounted.url}/"
     [cookie] = [c for c in driver.get_cookies() if c["name"].startswith("durable_session")]

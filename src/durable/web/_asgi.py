@@ -50,6 +50,7 @@ class AsgiApp:
             await self._lifespan(receive, send)
             return
         if kind == "websocket":
+            await receive()  # websocket.connect: refused (the server answers 403)
             await send({"type": "websocket.close", "code": 1003})
             return
         if kind != "http":
@@ -154,8 +155,8 @@ async def _read_body(receive: Receive) -> bytes | None:
 
 async def _in_thread(function: Callable[[Any], Any], argument: Any) -> Any:
     """``function(argument)`` in a worker thread: anyio's (shared with the framework's
-    own sync endpoints, and working under trio) when installed, as with Starlette and
-    FastAPI; else asyncio's default executor."""
+    own sync endpoints) when installed, as with Starlette and FastAPI; else asyncio's
+    default executor."""
     try:
         import anyio.to_thread
     except ImportError:  # a bare ASGI server on asyncio
