@@ -209,3 +209,24 @@ def test_flows_benchmark_quick(tmp_path: Path) -> None:
         assert line["seconds_total"] > line["command_seconds"] / 16 > 0
         assert line["ms_wall_per_task"] > 0 and line["ms_view"] > 0
         assert "meets_targets" in line or line["backend"] == "postgresql"
+
+
+@pytest.mark.e2e  # three uvicorn server processes
+def test_mounts_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/mounts.py --quick serves the dashboard through each of the three ASGI
+    adapters under uvicorn and measures both requests through each."""
+    command = [sys.executable, str(ROOT / "benchmarks" / "mounts.py"), "--quick"]
+    result = subprocess.run(
+        [*command, "--tmpdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    [line] = [json.loads(text) for text in result.stdout.splitlines()]
+    for adapter in ("native", "a2wsgi", "starlette"):
+        for kind in ("page", "api"):
+            numbers = line[adapter][kind]
+            assert 0 < numbers["ms_p50"] <= numbers["ms_p95"] and numbers["requests_per_s"] > 0
+    assert line["fastest_page"] in line and line["fastest_api"] in line

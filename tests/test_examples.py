@@ -63,3 +63,13 @@ def test_approval(tmp_path: Path) -> None:
 def test_every_example_has_a_test(name: str) -> None:
     """No example goes untested: each file in examples/ has a test above."""
     assert f"test_{name.removesuffix('.py')}" in globals()
+
+
+def test_web_app(tmp_path: Path) -> None:
+    """web_app.py: a FastAPI handler dispatches one run per order id, a worker runs it,
+    and the dashboard mounted at /durable logs in and lists it."""
+    output = run_example("web_app.py", tmp_path)
+    assert "as run checkout-o-7; placed again: run checkout-o-7" in output
+    assert "result: receipt-o-7-1250" in output and "status: completed" in output
+    assert "dashboard login: 303 to /durable/" in output
+    assert "the dashboard's API lists: ['checkout-o-7']" in output

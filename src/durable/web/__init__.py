@@ -9,41 +9,31 @@ mount it under a prefix, since every route is relative to ``SCRIPT_NAME``::
     server = serve(app, host="127.0.0.1", port=8765)    # bound, not started
     server.serve_forever()
 
-Mounted in another application, pass ``allowed_hosts=("*",)`` so that the host
-framework's own Host checks apply, and a fixed ``token`` (and ``secret`` when several
-worker processes serve it, so each accepts the others' session cookies). Users then
-open ``<prefix>/?token=<token>`` once; scripts send ``Authorization: Bearer <token>``.
+Mounted in another application, under any prefix (docs/howto/web-apps.md has the
+whole story): pass a fixed ``token``, ``secret`` when several worker processes serve
+it (so each accepts the others' session cookies), and the host names users reach it
+by in ``allowed_hosts`` (or ``("*",)`` when the host framework checks Host itself).
+Users then open ``<prefix>/?token=<token>`` once; scripts send
+``Authorization: Bearer <token>``::
 
-Flask (werkzeug's DispatcherMiddleware sets SCRIPT_NAME)::
+    dashboard = make_app(durable.get_engine(), token=TOKEN, allowed_hosts=["app.example.com"])
 
-    from werkzeug.middleware.dispatcher import DispatcherMiddleware
-    dashboard = make_app(durable.get_engine(), token=TOKEN, allowed_hosts=("*",))
+    # FastAPI, Starlette: a native ASGI adapter, no extra package
+    fastapi_app.mount("/durable", asgi_app(dashboard))
+
+    # Flask: werkzeug's DispatcherMiddleware sets SCRIPT_NAME
     flask_app.wsgi_app = DispatcherMiddleware(flask_app.wsgi_app, {"/durable": dashboard})
 
-Django (a small dispatch in ``wsgi.py``; or mount it at the server, e.g. gunicorn or
-uWSGI routing ``/durable`` to ``make_app(...)``)::
-
-    django_app = get_wsgi_application()
-    dashboard = make_app(durable.get_engine(), token=TOKEN, allowed_hosts=("*",))
-
-    def application(environ, start_response):
-        path = environ.get("PATH_INFO", "")
-        if path == "/durable" or path.startswith("/durable/"):
-            environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + "/durable"
-            environ["PATH_INFO"] = path.removeprefix("/durable")
-            return dashboard(environ, start_response)
-        return django_app(environ, start_response)
-
-ASGI (Starlette, FastAPI; a2wsgi turns the mount's root_path into SCRIPT_NAME)::
-
-    from a2wsgi import WSGIMiddleware
-    asgi_app.mount("/durable", WSGIMiddleware(dashboard))
+    # Django (urls.py); Django's ALLOWED_HOSTS is checked first
+    urlpatterns = [path("durable/", include(django_urls(dashboard))), ...]
 
 Security is described in `durable.web._security`; the endpoints in ``openapi.json``
 (served at ``api/v1/openapi.json``) and docs/reference/api.md.
 """
 
 from ._app import WebApp, make_app
+from ._asgi import AsgiApp, asgi_app
+from ._django import django_urls
 from ._server import serve
 
-__all__ = ["WebApp", "make_app", "serve"]
+__all__ = ["AsgiApp", "WebApp", "asgi_app", "django_urls", "make_app", "serve"]

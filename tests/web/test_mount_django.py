@@ -1,0 +1,128 @@
+"""The dashboard mounted in Django under a prefix with `durable.web.django_urls`,
+driven by Django's test client, with Django's own middleware (CSRF, common, security)
+in front of it."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import durable
+from durable.web import django_urls, make_app
+from tests.conftest import BACKENDS
+from tests.web.client import Reply
+from tests.web.mount_checks import PREFIX, TOKEN, check_mount, greet
+
+django = pytest.importorskip("django")  # in the test extra; CI always has it
+
+#: the URLconf module the settings name; each test fills in its urlpatterns.
+URLCONF = "tests.web._django_urls"
+
+
+def _configure() -> None:
+    from django.conf import settings
+
+    if settings.configured:
+        return
+    settings.configure(
+        DEBUG=False,
+        SECRET_KEY="tests-only",
+        ALLOWED_HOSTS=["127.0.0.1"],
+        ROOT_URLCONF=URLCONF,
+        MIDDLEWARE=[
+            "django.middleware.security.SecurityMiddleware",
+            "django.middleware.common.CommonMiddleware",
+            "django.middleware.csrf.CsrfViewMiddleware",
+            "django.middleware.clickjacking.XFrameOptionsMiddleware",
+        ],
+        INSTALLED_APPS=[],
+        DATABASES={},
+        USE_TZ=True,
+    )
+    django.setup()
+
+
+@pytest.fixture
+def urlconf(engine: durable.Engine) -> Iterator[types.ModuleType]:
+    """The project's urls.py: a view of its own that dispatches, and the dashboard."""
+    _configure()
+    from django.http import JsonResponse
+    from django.urls import clear_url_caches, include, path
+
+    def start_greeting(request: Any, name: str) -> Any:
+        return JsonResponse({"run": durable.dispatch(greet, name).id})
+
+    module = types.ModuleType(URLCONF)
+    dashboard = make_app(engine, token=TOKEN, allowed_hosts=("*",))  # Django checks Host
+    module.urlpatterns = [  # type: ignore[attr-defined]
+        path("greetings/<str:name>", start_greeting),
+        path(PREFIX.lstrip("/") + "/", include(django_urls(dashboard))),
+    ]
+    sys.modules[URLCONF] = module
+    clear_url_caches()
+    try:
+        yield module
+    finally:
+        del sys.modules[URLCONF]
+        clear_url_caches()
+
+
+def sender(handler: str) -> Any:
+    """`check_mount`'s send through Django's test client for its WSGI handler, or its
+    AsyncClient for its ASGI handler (each request on an event loop of its own)."""
+    from django.test import AsyncClient, Client
+
+    class HostedAsyncClient(AsyncClient):  # type: ignore[misc]
+        """Django's AsyncClient always sends "host: testserver": a Host the test
+        gives replaces it (else ASGIRequest joins both into one bad value)."""
+
+        async def request(self, **scope: Any) -> Any:
+            hosts = [value for name, value in scope["headers"] if name == b"host"]
+            others = [(name, value) for name, value in scope["headers"] if name != b"host"]
+            scope["headers"] = [*others, (b"host", hosts[-1])]
+            return await super().request(**scope)
+
+    client = Client(enforce_csrf_checks=True)
+    aclient = HostedAsyncClient(enforce_csrf_checks=True)
+
+    def send(method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        kind = headers.pop("Content-Type", "application/octet-stream")
+        if handler == "wsgi":
+            client.cookies.clear()  # the checks send their own Cookie header
+            reply = client.generic(method, path, body, content_type=kind, headers=headers)
+        else:
+            # It still sends an empty cookie header before the test's: two cookie
+            # headers, which Django's ASGIRequest joins with "," (django_urls undoes it).
+            aclient.cookies.clear()
+            call = aclient.generic(method, path, body, content_type=kind, headers=headers)
+            reply = asyncio.run(call)
+        return Reply(reply.status_code, list(reply.items()), reply.content)
+
+    return send
+
+
+@pytest.mark.parametrize("handler", ["wsgi", "asgi"])
+@pytest.mark.parametrize("url", BACKENDS, indirect=True)
+def test_dashboard_mounted_in_django_keeps_prefix_and_security(
+    engine: durable.Engine, urlconf: types.ModuleType, handler: str
+) -> None:
+    """Under a Django include, through Django's WSGI and ASGI handlers, every link,
+    asset, redirect and cookie stays under the prefix; the token and the dashboard's
+    own CSRF and Origin rules hold (Django's CSRF middleware does not refuse the
+    dashboard's POSTs), and ALLOWED_HOSTS is enforced."""
+    run_id = check_mount(sender(handler))
+    assert engine.reread(run_id).status == "queued"
+    started = sender(handler)("GET", "/greetings/ada", {"Host": "127.0.0.1"}, b"")
+    dispatched = started.json()["run"]
+    assert engine.reread(dispatched).workflow == greet.name
+
+
+def test_django_urls_takes_only_a_web_app(memory_engine: durable.Engine) -> None:
+    """django_urls() of an engine is a TypeError that says to call make_app first."""
+    with pytest.raises(TypeError, match=r"django_urls\(make_app\(engine"):
+        django_urls(memory_engine)  # type: ignore[arg-type]
