@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from durable.core.records import Run, RunQuery, RunStatus
-from durable.core.serde import DEFAULT_MAX_PAYLOAD
+from durable.core.serde import DEFAULT_MAX_PAYLOAD, dumps
 from durable.errors import PayloadTooLarge, SerializationError
 from durable.runtime import named
 from durable.runtime.engine import Engine
@@ -100,12 +100,13 @@ class Client:
         except PayloadTooLarge:
             raise
         except SerializationError as error:
+            where = f"{_culprit(args, kwargs) or error.where} of workflow {workflow!r}"
             raise SerializationError(
-                f"A Client stores arguments as JSON and never pickles, and {error.where} "
-                f"holds a {error.type_name}, which JSON cannot express. Pass plain data "
-                "(str, int, float, bool, None, lists, dicts with string keys, datetimes, "
-                "UUIDs, decimals), or start the run where its code is imported.",
-                where=error.where,
+                f"A Client stores arguments as JSON and never pickles, and {where} holds "
+                f"a {error.type_name}, which JSON cannot express. Pass plain data (str, "
+                "int, float, bool, None, lists, dicts with string keys, datetimes, UUIDs, "
+                "decimals), or start the run where its code is imported.",
+                where=where,
                 type_name=error.type_name,
             ) from None
         return Handle(self.engine, run.id)
@@ -170,6 +171,18 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<Client {getattr(self.engine.backend, 'masked_url', 'memory://')}>"
+
+
+def _culprit(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """Which argument JSON cannot express: ``positional argument 0``, ``argument 'x'``."""
+    named = [(f"positional argument {i}", value) for i, value in enumerate(args)]
+    named += [(f"argument {key!r}", value) for key, value in kwargs.items()]
+    for where, value in named:
+        try:
+            dumps(value, allow_pickle=False, where=where)
+        except SerializationError:
+            return where
+    return None
 
 
 def _status(name: str | RunStatus) -> RunStatus:
