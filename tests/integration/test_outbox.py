@@ -224,3 +224,25 @@ def test_a_parameter_named_connection_must_be_bound(memory_engine: durable.Engin
         durable.dispatch(takes, connection="dsn")
     handle = durable.dispatch(takes.bind(connection="dsn"))
     assert handle.status() is RunStatus.QUEUED
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("url", ["postgres"], indirect=True)
+def test_postgres_workers_hear_of_the_run_at_the_commit(
+    engine: durable.Engine, app_db: App, url: str
+) -> None:
+    """On PostgreSQL the insert's NOTIFY is part of the caller's transaction: a process
+    listening hears nothing while it is open or after a rollback, and hears the queue's
+    topic once it commits."""
+    with durable.Engine(url) as other:  # another engine: its own LISTEN connection
+        watch = other.backend.watch(["queue:outbox"])
+        assert watch.wait(10), "the listener announces itself once it listens"
+        with app_db.connect() as conn, conn.begin() as transaction:
+            durable.dispatch(note, 12, connection=conn, queue="outbox")
+            assert not watch.wait(0.5), "notified before the commit"
+            transaction.rollback()
+        assert not watch.wait(0.5), "notified of a rolled-back run"
+        with app_db.begin() as conn:
+            durable.dispatch(note, 13, connection=conn, queue="outbox")
+            assert not watch.wait(0.5), "notified before the commit"
+        assert watch.wait(10), "not notified at the commit"
