@@ -119,6 +119,8 @@ def test_the_listing_filters_as_durable_ls(client: Client) -> None:
     assert [r.id for r in client.list_runs(queue="one", status=["queued"])] == ["list-a"]
     assert [r.id for r in client.list_runs(search="-a", since=before)] == ["list-a"]
     assert client.list_runs(status=[RunStatus.COMPLETED]) == []
+    [first] = client.list_runs(limit=1)
+    assert [r.id for r in client.list_runs(limit=1, after=first)] == ["list-a"]
     with pytest.raises(ValueError, match="Unknown status"):
         client.list_runs(status=["done"])
     with pytest.raises(ValueError, match="limit"):

@@ -138,9 +138,12 @@ class Client:
         search: str | None = None,
         version: str | None = None,
         limit: int = 50,
+        after: Run | None = None,
     ) -> list[Run]:
         """Runs matching the filters, newest first: the listing of ``durable ls``
         (*search*: a part of the run id; *since*/*until*: when they were created).
+        *after*: the last run of the previous page, for the next page (runs created
+        meanwhile neither repeat nor shift it).
 
         Raises:
             ValueError: an unknown status, or *limit* outside 1..500.
@@ -156,6 +159,7 @@ class Client:
             parent_id=parent,
             id_contains=search,
             version=version,
+            after=None if after is None else (after.created_at, after.id),
         )
         return list(self.engine.backend.list_runs(query, limit=limit))
 
