@@ -73,3 +73,13 @@ def test_web_app(tmp_path: Path) -> None:
     assert "result: receipt-o-7-1250" in output and "status: completed" in output
     assert "dashboard login: 303 to /durable/" in output
     assert "the dashboard's API lists: ['checkout-o-7']" in output
+
+
+def test_outbox(tmp_path: Path) -> None:
+    """outbox.py: the committed order gets its run, the rolled-back one neither; a
+    Client starts a run by name; both complete; a rerun joins the stored runs."""
+    for _ in range(2):
+        output = run_example("outbox.py", tmp_path)
+        assert "orders: ['o-1']" in output and "run for o-2: None" in output
+        assert "o-1: o-1 shipped" in output and "o-3: o-3 shipped" in output
+        assert "runs: ['fulfil-o-1', 'fulfil-o-3']" in output

@@ -82,6 +82,7 @@ def test_py_typed_ships() -> None:
 
 SQL_FILES = (
     "backends/sql/__init__.py",
+    "backends/sql/_outbox.py",
     "backends/_schema.py",
     "backends/_migrations.py",
     "backends/_statements/queues.py",

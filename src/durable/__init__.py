@@ -7,6 +7,7 @@ then `ops`, `cli`, `web` and `testing`. See docs/architecture.md.
 """
 
 from . import errors
+from .api.client import Client
 from .api.continuing import continue_as_new
 from .api.decorators import Task, Workflow, task, workflow
 from .api.execute import execute, execute_async, gather, gather_async
@@ -39,6 +40,7 @@ from .runtime.worker import Worker
 __all__ = [
     "Call",
     "Cancelled",
+    "Client",
     "DurableError",
     "Engine",
     "Handle",

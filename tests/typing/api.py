@@ -68,6 +68,20 @@ def application() -> None:
     handle.fork("1")  # type: ignore[arg-type]
 
 
+def outbox_and_client(conn: object) -> None:
+    # dispatch in the caller's transaction keeps the handle's result type.
+    assert_type(
+        durable.dispatch(pipeline.bind(3), connection=conn).result(), tuple[float, list[str]]
+    )
+    # A client knows no signatures: handles of Any, runs listed as records.
+    with durable.Client("sqlite:///app.db") as client:
+        handle = client.dispatch("typed.pipeline", 3, id="p-3", queue="q", attributes={"a": "b"})
+        assert_type(handle.id, str)
+        assert_type(client.get("p-3").status(), durable.RunStatus)
+        assert_type(client.list_runs(status=["failed"], limit=10), list[durable.Run])
+        client.dispatch(pipeline, 3)  # type: ignore[arg-type]
+
+
 def testing_kit(env: DurableEnv) -> None:
     assert_type(env.execute(pipeline, 3), tuple[float, list[str]])
     assert_type(env.execute(pipeline.bind(3), id="p-3"), tuple[float, list[str]])

@@ -114,6 +114,7 @@ def dispatch(
     key: str | None = None,
     key_concurrency: int | None = None,
     debounce: dt.timedelta | float | None = None,
+    connection: Any = None,
 ) -> Handle[R]: ...
 @overload
 def dispatch(
@@ -127,6 +128,7 @@ def dispatch(
     key: str | None = None,
     key_concurrency: int | None = None,
     debounce: dt.timedelta | float | None = None,
+    connection: Any = None,
     **kwargs: Any,
 ) -> Handle[R]: ...
 def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
@@ -157,8 +159,15 @@ def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
     (the last ones win) and moves its start to *debounce* after itself, but never more
     than ten windows after the first. Every caller's handle is that run's.
 
-    *id*, *queue*, *priority*, *timeout*, *key*, *key_concurrency* and *debounce* are
-    the run's options; every other keyword goes to
+    *connection* (a SQLAlchemy ``Connection`` or ORM ``Session`` on durable's own
+    database, its transaction open; application code only) inserts the run in that
+    transaction, the outbox pattern: the run exists if and only if the caller commits,
+    and workers hear of it at the commit. Not with *key_concurrency* or *debounce*;
+    with *id*, a run of that id already stored (or inserted earlier in the same
+    transaction) is returned as usual. See docs/howto/outbox-and-client.md.
+
+    *id*, *queue*, *priority*, *timeout*, *key*, *key_concurrency*, *debounce* and
+    *connection* are the run's options; every other keyword goes to
     *fn*. If *fn* has a parameter named like an option, the flat form cannot say which
     is meant and raises TypeError: bind the arguments, ``dispatch(fn.bind(id=...),
     id="run-1")``.
@@ -170,14 +179,18 @@ def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
         IdempotencyConflict: *id* belongs to a run of another call.
         SerializationError: an argument cannot be stored; nothing was written.
         InvalidValue: *id* or *queue* holds a NUL character or a lone surrogate.
+        ConfigurationError: *connection* is on another database than durable's, or
+            durable runs on the memory backend; nothing was written.
     """
     call, id, options = dispatch_parts(target, args, kwargs)
     context = current.get()
     if isinstance(context, RunContext):
-        if id is not None:
+        if id is not None or options.get("connection") is not None:
             raise TypeError(
-                "id= is for application code; inside a workflow, child ids are derived."
+                "id= and connection= are for application code; inside a workflow, child "
+                "ids are derived and the dispatch is recorded in the run's history."
             )
+        options.pop("connection", None)
         child = children.dispatch(context, call, **options)
         return Handle(context.host, child)
     engine = get_engine()

@@ -32,6 +32,7 @@ from durable.errors import (
     RunNotFound,
     SerializationError,
 )
+from durable.runtime import named
 from durable.runtime import registry as _registry
 from durable.runtime.engine import Engine
 
@@ -205,13 +206,14 @@ class Operations:
                 "the module that defines it (durable start --import MODULE, or durable ui "
                 f"MODULE); registered: {', '.join(_registry.names()) or 'none'}."
             )
-        try:
-            call = target.bind(*args, **(kwargs or {}))
-            run, created = self.engine.enqueue(call, run_id=id, queue=queue, priority=priority)
+        try:  # the start by name that durable.Client makes too (runtime/named.py)
+            run, created = named.start(
+                self.engine, workflow, args, kwargs, run_id=id, queue=queue, priority=priority
+            )
+        except (SerializationError, InvalidValue) as error:  # before TypeError, its base
+            raise BadRequest(str(error)) from None
         except TypeError as error:
             raise BadRequest(f"The arguments do not fit: {error}.") from None
-        except (SerializationError, InvalidValue) as error:
-            raise BadRequest(str(error)) from None
         except IdempotencyConflict as error:
             raise Conflict(str(error)) from None
         if created:  # starting it again returns the same run, and is not an action

@@ -133,9 +133,12 @@ class Engine(Host):
         key: str | None = None,
         key_concurrency: int | None = None,
         debounce: object = None,
+        connection: object = None,
     ) -> Run:
         """Queue *call* as a run for a worker; return it (the existing one for a known
-        id, or the pending debounced one of its key)."""
+        id, or the pending debounced one of its key). With a *connection* (a SQLAlchemy
+        Connection or Session on this database, its transaction open), the run is
+        inserted in that transaction: it exists once, and only if, the caller commits."""
         run, _ = runs.create(
             self,
             call,
@@ -148,6 +151,7 @@ class Engine(Host):
             key=key,
             key_concurrency=key_concurrency,
             debounce=debounce,
+            connection=connection,
         )
         return run
 

@@ -59,6 +59,7 @@ def create(
     key: str | None = None,
     key_concurrency: int | None = None,
     debounce: object = None,
+    connection: object = None,
 ) -> tuple[Run, bool]:
     """Store *call* as a run (RUNNING under *owner*, or QUEUED without one), unless a
     run with *run_id* exists: then return that one, and False.
@@ -68,7 +69,9 @@ def create(
     The run's deadline is *timeout* (or its workflow's ``@workflow(timeout=...)``)
     from now; an existing run keeps its own. *key*, *key_concurrency* and *debounce*
     are flow control (see `durable.dispatch`): with *debounce*, the run is coalesced
-    with the pending one of its workflow and key (`QueueStore.debounce_run`).
+    with the pending one of its workflow and key (`QueueStore.debounce_run`). With a
+    *connection*, the run is inserted in the caller's transaction
+    (`RunStore.create_run_in`).
 
     Raises:
         TypeError, ValueError: the id, queue, priority or timeout is not one a run can
@@ -90,6 +93,8 @@ def create(
             "debounce= lets the dispatches of one key share a run, so it picks the run: "
             "give no id=, and dispatch from application code, not inside a workflow."
         )
+    if connection is not None:
+        check_outbox(owner, parent_id, key_concurrency, window)
     new = prepare(
         host, call, run_id, parent_id, owner=owner, queue=queue, priority=priority,
         timeout=timeout, key=key, key_concurrency=key_concurrency,
@@ -100,6 +105,8 @@ def create(
         run, created = host.backend.debounce_run(
             new, window=window, longest=DEBOUNCE_LONGEST * window
         )
+    elif connection is not None:  # counted as created before the caller's commit
+        run, created = host.backend.create_run_in(new, connection)
     else:
         run, created = host.backend.create_run(new)
     if created and host.observers:
@@ -116,6 +123,21 @@ def create(
             run_id=run.id,
         )
     return run, created
+
+
+def check_outbox(
+    owner: str | None, parent_id: str | None, key_concurrency: int | None, window: object
+) -> None:
+    """Refuse what a run inserted in the caller's transaction cannot have."""
+    if owner is not None or parent_id is not None:
+        raise TypeError("connection= is for dispatch from application code only.")
+    if key_concurrency is not None or window is not None:
+        raise TypeError(
+            "connection= cannot be combined with key_concurrency= or debounce=: both "
+            "write outside one insert (the queue's limit, the shared pending run). "
+            "Declare the key's limit with durable.queue(..., key_concurrency=N) instead, "
+            "or dispatch without connection=."
+        )
 
 
 def prepare(

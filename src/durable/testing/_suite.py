@@ -9,6 +9,7 @@ from . import _conformance_control as control
 from . import _conformance_forks as forks
 from . import _conformance_history as history
 from . import _conformance_inspection as inspection
+from . import _conformance_outbox as outbox
 from . import _conformance_queues as queues
 from . import _conformance_runs as runs
 from . import _conformance_schedules as schedules
@@ -102,6 +103,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     versions.check_only_version_claim_run,
     versions.check_only_version_limited_queue,
     versions.check_list_runs_by_version,
+    outbox.check_create_run_in_refuses_what_is_no_transaction,
 )
 
 

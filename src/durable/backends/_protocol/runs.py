@@ -38,6 +38,25 @@ class RunStore(Protocol):
         """
         ...
 
+    def create_run_in(self, new: NewRun, transaction: object) -> tuple[Run, bool]:
+        """`create_run` for a run without an owner, inside the caller's open database
+        transaction (the outbox pattern): the run exists if and only if the caller
+        commits it, and it is announced (PostgreSQL's NOTIFY) at that commit.
+
+        *transaction* is a SQLAlchemy ``Connection`` or ORM ``Session`` with a
+        transaction open, on this backend's database: for SQLite the same file, for
+        PostgreSQL the same server and database (durable's schema is used whatever the
+        connection's ``search_path``). No key limit, no ``start_at``.
+
+        Raises:
+            ConfigurationError: the backend has no transactions to share (memory), or
+                *transaction* is on another database; nothing was written.
+            TypeError: *transaction* is neither a Connection nor a Session.
+            ValueError: its transaction is closed, or none was begun; nothing was
+                written.
+        """
+        ...
+
     def create_runs(self, news: Sequence[NewRun]) -> Sequence[str]:
         """`create_run` for many runs at once (no owner, no key limit; schedules fire
         their ticks so): each is created, QUEUED or WAITING until its ``start_at``,

@@ -83,11 +83,11 @@ class RunStatements(Compiler):
         self.create_owned_run = self.compile(
             new_run.returning(r.created_at, r.lease_until, r.deadline_at)
         )
-        self.create_queued_run = self.compile(
-            self._notifying(
-                new_run, self._new_topic(bind("wake_at", r.wake_at)), r.created_at, r.deadline_at
-            )
+        #: uncompiled too: a caller's connection runs it in its transaction (outbox).
+        self.queued_run_clause = self._notifying(
+            new_run, self._new_topic(bind("wake_at", r.wake_at)), r.created_at, r.deadline_at
         )
+        self.create_queued_run = self.compile(self.queued_run_clause)
         if self.postgres:
             columns = [
                 r.id, r.workflow, r.input, r.call_hash, r.queue, r.priority, r.deadline_at,

@@ -13,6 +13,7 @@ from durable.backends._protocol.waits import TIMERS
 from durable.core.queues import Queue
 from durable.core.records import NewRun, Run, RunStatus, Step, StepStatus
 from durable.core.run_options import claim_order, serves, serving
+from durable.errors import ConfigurationError
 
 from ._base import MemoryBase
 
@@ -73,6 +74,14 @@ class MemoryRuns(MemoryBase):
         if not owned:
             self._hub.notify(f"queue:{new.queue}" if later is None else TIMERS)
         return run, True
+
+    def create_run_in(self, new: NewRun, transaction: object) -> tuple[Run, bool]:
+        """See `RunStore.create_run_in`: memory has no transaction to share."""
+        raise ConfigurationError(
+            "connection= inserts the run in your database transaction, and the memory "
+            "backend has none to share: use durable on the SQLite file or PostgreSQL "
+            "database that your connection is on, or dispatch without connection=."
+        )
 
     def create_runs(self, news: Sequence[NewRun]) -> Sequence[str]:
         """See `RunStore.create_runs`."""

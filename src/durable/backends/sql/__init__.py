@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -43,6 +44,7 @@ from ._control import SQLControl
 from ._history import SQLHistory
 from ._inspection import SQLInspection
 from ._many import SQLMany
+from ._outbox import SQLOutbox
 from ._queues import SQLQueues
 from ._runs import SQLRuns
 from ._schedules import SQLSchedules
@@ -53,6 +55,7 @@ __all__ = ["SQLBackend"]
 
 class SQLBackend(
     SQLRuns,
+    SQLOutbox,
     SQLContinuing,
     SQLMany,
     SQLHistory,
@@ -112,6 +115,7 @@ class SQLBackend(
             self._outcomes = GroupCommit(self._write_outcomes)
             self._new_runs = GroupCommit(in_one_transaction(self._db, "Creating runs"))
         self._hub = Hub()
+        self._same_engines = weakref.WeakSet()
         self._listener = None
         self._purged_to = None
         self._listener_lock = threading.Lock()
