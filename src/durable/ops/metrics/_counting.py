@@ -86,10 +86,18 @@ class Counting:
     def __init__(self, families: Families, clock: Clock) -> None:
         self._families = families
         self._clock = clock
-        self._tasks: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+    def child(self, family: Any, *labels: str) -> Any:
+        """*family*'s child of these label values (kept: see the class)."""
+        key = (family, labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = family.labels(*labels)
+        return found
 
     def created(self, run: Run) -> None:
-        self._families.created.labels(run.workflow).inc()
+        self.child(self._families.created, run.workflow).inc()
 
     def execution(self, seen: Execution) -> _Executing:
         return _Executing(self, seen)
@@ -101,22 +109,17 @@ class Counting:
         """Count an execution that ended (its outcome set)."""
         families, workflow = self._families, seen.run.workflow
         outcome = seen.outcome or "interrupted"
-        families.executions.labels(workflow, outcome).inc()
+        self.child(families.executions, workflow, outcome).inc()
         if outcome in FINISHED:
-            families.finished.labels(workflow, outcome).inc()
+            self.child(families.finished, workflow, outcome).inc()
             age = max(0.0, self._clock.now() - seen.run.created_at)
-            families.run_seconds.labels(workflow, outcome).observe(age)
+            self.child(families.run_seconds, workflow, outcome).observe(age)
 
     def attempted(self, seen: Attempt, elapsed: float) -> None:
         """Count an attempt that ended after *elapsed* seconds (its outcome set)."""
-        key = (seen.task, seen.outcome or "interrupted")
-        children = self._tasks.get(key)
-        if children is None:
-            families = self._families
-            children = (families.attempts.labels(*key), families.task_seconds.labels(*key))
-            self._tasks[key] = children
-        children[0].inc()
-        children[1].observe(elapsed)
+        families, outcome = self._families, seen.outcome or "interrupted"
+        self.child(families.attempts, seen.task, outcome).inc()
+        self.child(families.task_seconds, seen.task, outcome).observe(elapsed)
 
 
 class _Executing:
@@ -129,7 +132,8 @@ class _Executing:
 
     def __enter__(self) -> None:
         if not self._seen.resumed:
-            self._counting._families.started.labels(self._seen.run.workflow).inc()
+            counting = self._counting
+            counting.child(counting._families.started, self._seen.run.workflow).inc()
 
     def __exit__(self, *exc: object) -> None:
         self._counting.ended(self._seen)
