@@ -37,6 +37,10 @@ Every measurement uses a fresh SQLite file (on a real disk) or PostgreSQL schema
    steps, wall time / 2000) as a workflow class whose properties change at every step
    (a snapshot stored with every step), and as the function workflow of 1, alternately
    on fresh databases (class, function, class...): the medians' ratio. Target: 1.2.
+7. us_metrics_per_step: the workload of 1 with Prometheus metrics (`durable.ops.metrics`,
+   into a registry of its own) and without, alternately on fresh databases (without,
+   with, without...): the difference of the medians per step, which counts a task
+   attempt's observer and a tenth of a run's. null without prometheus-client.
 """
 
 from __future__ import annotations
@@ -265,6 +269,31 @@ class Bench:
             | {"class_over_function": round(ratio, 3)}
         )
 
+    def metrics_cost(self) -> dict[str, Any]:
+        """Measurement 7: what the metrics observer adds to a step."""
+        try:
+            from prometheus_client import CollectorRegistry
+
+            from durable.ops import metrics
+        except ImportError:
+            return {"us_metrics_per_step": None}
+        values: dict[str, list[float]] = {"plain": [], "metrics": []}
+        for _ in range(self.plan.reps):
+            for name in ("plain", "metrics"):
+                with self.fresh() as url, contextlib.closing(durable.configure(url)) as engine:
+                    if name == "metrics":
+                        metrics.instrument(engine, registry=CollectorRegistry(), queues=False)
+                    run_batch(self.plan.warmup, 10)
+                    per_step = run_batch(self.plan.workflows, 10) / (self.plan.workflows * 10)
+                values[name].append(per_step * 1e6)
+        extra = statistics.median(values["metrics"]) - statistics.median(values["plain"])
+        log(f"  metrics: {extra:+.2f} us/step")
+        return (
+            summary("us_per_step_with_metrics", values["metrics"])
+            | summary("us_per_step_without_metrics", values["plain"])
+            | {"us_metrics_per_step": round(extra, 2)}
+        )
+
     def heartbeat_cost(self) -> dict[str, Any]:
         """Measurement 5: us per `durable.heartbeat()` call in a tight loop."""
         values = []
@@ -395,7 +424,7 @@ class Bench:
             "raw_floor_us": self.raw_floor(),
         }
         result |= self.throughput() | self.lengths() | self.resume() | self.heartbeat_cost()
-        result |= self.class_cost()
+        result |= self.class_cost() | self.metrics_cost()
         result |= {"targets": TARGETS}
         if result["raw_floor_us"] is not None:
             # The disk's commit latency swings run to run; what the library adds does not.

@@ -50,6 +50,7 @@ def test_steps_benchmark_quick(tmp_path: Path) -> None:
     for line in run_quick("steps.py", "memory,sqlite", tmp_path):
         assert line["us_per_step_200x10"] > 0 and line["ms_resume_1000_steps"] > 0
         assert line["us_per_step_200x10_concurrent"] > 0 and line["ms_resume_1000_steps_cold"] > 0
+        assert line["us_per_step_with_metrics"] > 0 and line["us_per_step_without_metrics"] > 0
         assert line["us_per_heartbeat_call"] > 0 and "heartbeat_call" in line["meets_targets"]
         assert "meets_targets" in line
         if line["backend"] == "sqlite":  # 11 synced commits a ten-step workflow

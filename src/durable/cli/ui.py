@@ -75,6 +75,11 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="a Host name to accept besides localhost and 127.0.0.1 (repeatable)",
     )
     ui.add_argument(
+        "--public-metrics",
+        action="store_true",
+        help="serve /metrics (Prometheus, needs durable[metrics]) without the token",
+    )
+    ui.add_argument(
         "--request-timeout",
         type=_seconds,
         default=10.0,
@@ -134,7 +139,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     engine = configure(url)
     app = make_app(
-        engine, token=args.token, read_only=args.read_only, allowed_hosts=args.allow_host
+        engine,
+        token=args.token,
+        read_only=args.read_only,
+        allowed_hosts=args.allow_host,
+        public_metrics=args.public_metrics,
     )
     try:
         server = serve(

@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any
 
 from durable.core.run_options import check_version
+from durable.errors import ConfigurationError
 from durable.runtime.defaults import configure
 from durable.runtime.host import VERSION_ENV
 from durable.runtime.worker import Worker
@@ -26,6 +27,7 @@ examples:
   durable worker myapp.billing myapp.shipping --db postgresql://app@db/app --concurrency 16
   durable worker jobs.py --queue emails --queue reports --lease 60
   durable worker myapp.workflows --version 2024-11-24.1 --only-version   # blue/green
+  durable worker myapp.workflows --metrics-port 9464 --metrics-host 0.0.0.0   # Prometheus
   DURABLE_DATABASE_URL=sqlite:///app.db python -m durable worker myapp.workflows
 
 Stop with SIGTERM or Ctrl-C: running work is handed back at its next durable call (or
@@ -84,6 +86,18 @@ def add_command(commands: Any) -> None:
         "created or started are left to their own workers (blue/green deploys)",
     )
     worker.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (needs durable[metrics])",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics listen on (default: 127.0.0.1; 0.0.0.0 for any)",
+    )
+    worker.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
@@ -99,6 +113,29 @@ def _version(text: str) -> str:
         return check_version(text)
     except (TypeError, ValueError) as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _port(text: str) -> int:
+    """A TCP port (argparse type): 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give 0 to 65535")
+    return port
+
+
+def _serve_metrics(args: argparse.Namespace) -> Any:
+    """The metrics server of ``--metrics-port``, bound before anything is claimed (None
+    without the option); raises ConfigurationError if it cannot listen."""
+    if args.metrics_port is None:
+        return None
+    from durable.ops import metrics
+
+    server = metrics.serve(args.metrics_port, args.metrics_host)
+    log.info("serving metrics at http://%s:%d/metrics", args.metrics_host, server.server_port)
+    return server
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -119,6 +156,11 @@ def run_worker(args: argparse.Namespace) -> int:
     except Exception as error:
         print(f"durable: cannot import {' '.join(args.modules)}: {error}", file=sys.stderr)
         return 2
+    try:
+        server = _serve_metrics(args)
+    except ConfigurationError as error:
+        print(f"durable worker: error: {error}", file=sys.stderr)
+        return 2
     engine = configure(
         args.db,
         lease=args.lease,
@@ -126,6 +168,10 @@ def run_worker(args: argparse.Namespace) -> int:
         version=args.version,
         only_version=args.only_version,
     )
+    if server is not None:
+        from durable.ops import metrics
+
+        metrics.instrument(engine)
     worker = Worker(
         engine, queues=args.queues or ["default"], concurrency=args.concurrency, grace=args.grace
     )
@@ -145,6 +191,8 @@ def run_worker(args: argparse.Namespace) -> int:
         pass  # the main thread stays free to run signal handlers
     busy = worker.stop()
     engine.close()
+    if server is not None:
+        server.shutdown()
     if busy:
         # Their runs are handed back; the threads still in task bodies cannot be stopped,
         # and waiting for them could take forever. Exit now (nothing of theirs can be

@@ -58,6 +58,10 @@ class Leases:
         self.draining.discard(run_id)
         self.unproven.discard(run_id)
 
+    def count(self) -> int:
+        """How many runs execute in this process now (a worker's running runs)."""
+        return len(self._active)
+
     def executing(self, run_id: str) -> bool:
         """Whether run *run_id* is executing in this process now."""
         return run_id in self._active

@@ -23,6 +23,7 @@ from durable.runtime.engine import Engine
 from ._api import Api
 from ._http import HTTPError, Request, Response, not_modified, path_param
 from ._inputs import path_params
+from ._metrics import metrics_response
 from ._routes import Route
 from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
 
@@ -60,8 +61,13 @@ class WebApp:
         allowed_hosts: Iterable[str] = (),
         secret: bytes | str | None = None,
         owned: Engine | None = None,
+        public_metrics: bool = False,
+        metrics_registry: Any = None,
     ) -> None:
         self.ops = ops
+        #: serve ``/metrics`` without the token (a scraper on a trusted network).
+        self.public_metrics = public_metrics
+        self._metrics_registry = metrics_registry
         self.token = token or secrets.token_urlsafe(24)
         key = secret.encode() if isinstance(secret, str) else secret
         self.guard = Guard(
@@ -115,6 +121,8 @@ class WebApp:
             return Response.redirect(request.url("/") + (f"?{query}" if query else ""), 308)
         if request.path == "/" and request.method == "GET" and "token" in request.query:
             return self.guard.login(request)
+        if request.path == "/metrics" and self.public_metrics:
+            return metrics_response(request, self.ops.engine, self._metrics_registry)
         principal = self.guard.authenticate(request)
         if principal is None:
             if not request.path.startswith("/api/"):
@@ -129,6 +137,8 @@ class WebApp:
 
     def _route(self, request: Request, principal: Principal) -> Response:
         method = "GET" if request.method == "HEAD" else request.method
+        if request.path == "/metrics":
+            return metrics_response(request, self.ops.engine, self._metrics_registry)
         if not request.path.startswith("/api/"):
             if method != "GET":
                 raise HTTPError(
@@ -181,6 +191,8 @@ def make_app(
     read_only: bool = False,
     allowed_hosts: Iterable[str] = (),
     secret: bytes | str | None = None,
+    public_metrics: bool = False,
+    metrics_registry: Any = None,
 ) -> WebApp:
     """The dashboard and REST API for one database, as a WSGI application.
 
@@ -196,6 +208,10 @@ def make_app(
             ``("*",)`` accepts any, for a host framework that checks hosts itself.
         secret: the HMAC key of session cookies and CSRF tokens; random if None. Give
             every process serving the same dashboard the same secret and token.
+        public_metrics: serve ``/metrics`` (Prometheus, ``durable[metrics]``) without
+            the token; by default it needs it like every other path.
+        metrics_registry: the prometheus_client registry ``/metrics`` serves, into which
+            the engine is counted (None: prometheus_client's default ``REGISTRY``).
     """
     if isinstance(engine_or_url, str):
         engine = owned = Engine(engine_or_url)
@@ -208,4 +224,6 @@ def make_app(
         allowed_hosts=allowed_hosts,
         secret=secret,
         owned=owned,
+        public_metrics=public_metrics,
+        metrics_registry=metrics_registry,
     )
