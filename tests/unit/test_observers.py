@@ -144,3 +144,28 @@ def test_outcome_of_names_what_ended_a_stretch(error: BaseException | None, outc
 
     assert outcome_of(error) == outcome
     assert outcome in OUTCOMES
+
+
+clocks: list[Any] = []
+
+
+@task(timeout=dt.timedelta(seconds=5))
+def overruns() -> None:
+    clocks[0].advance(6)  # the body runs past its limit, then fails on its own
+    raise ValueError("too late to matter")
+
+
+@workflow
+def impatient() -> str:
+    try:
+        overruns()
+    except durable.errors.TaskTimeout:
+        return "timed out"
+    return "no"
+
+
+def test_an_attempt_that_fails_past_its_limit_is_seen_timed_out(env: Any) -> None:
+    environment, recorder = env
+    clocks[:] = [environment.clock]
+    assert environment.execute(impatient) == "timed out"
+    assert ("task-end", "timed_out", "TaskTimeout") in recorder.events

@@ -12,14 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NoReturn
 
 from durable.core import faults
 from durable.core.functions import Call
 from durable.core.records import Step, StepStatus
 from durable.errors import Cancelled
 
-from . import observers
 from .activity import Activity, TaskScope, hung
 from .context import RunContext, current
 from .loops import run_coroutine
@@ -64,28 +63,25 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
             return context.replayed(finished)
         activity = _activity(context, pending)
         token = current.set(_scope(context, pending, activity))
-        seen = _observe(context, pending)
         try:
-            with seen as attempt:
-                faults.hit("before_task", f"task:{task.name}")
-                if task.is_async:
-                    value = run_coroutine(
-                        _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
-                    )
-                else:
-                    value = task.fn(*pending.call.args, **pending.call.kwargs)
-                faults.hit("after_task", f"task:{task.name}")
-                late = activity.late()
-                if late is not None:
-                    raise late  # a sync body that overran: its result does not count
-        except Exception as raised:
-            # An attempt that ended past its limit timed out, whatever it raised.
-            error = activity.late() or raised
-            observers.ended(attempt, observers.outcome_of(error), error)
+            with _observe(context, pending):
+                try:
+                    faults.hit("before_task", f"task:{task.name}")
+                    if task.is_async:
+                        value = run_coroutine(
+                            _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
+                        )
+                    else:
+                        value = task.fn(*pending.call.args, **pending.call.kwargs)
+                    faults.hit("after_task", f"task:{task.name}")
+                    late = activity.late()
+                    if late is not None:
+                        raise late  # a sync body that overran: its result does not count
+                except Exception as raised:
+                    _raise_late(activity, raised)
+        except Exception as error:
             if not _failed_attempt(context, pending, error, activity.details):
-                if error is raised:
-                    raise
-                raise error from raised
+                raise
             continue
         except Cancelled as stopped:
             raise _interrupted(context, pending, stopped) from None
@@ -119,20 +115,19 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
             return context.replayed(finished)
         activity = _activity(context, pending)
         token = current.set(_scope(context, pending, activity))
-        seen = _observe(context, pending)
         try:
-            with seen as attempt:
-                faults.hit("before_task", f"task:{task.name}")
-                value = await _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
-                faults.hit("after_task", f"task:{task.name}")
-        except Exception as raised:
-            # An attempt that ended past its limit timed out, whatever it raised.
-            error = activity.late() or raised
-            observers.ended(attempt, observers.outcome_of(error), error)
+            with _observe(context, pending):
+                try:
+                    faults.hit("before_task", f"task:{task.name}")
+                    value = await _limited(
+                        activity, task.fn(*pending.call.args, **pending.call.kwargs)
+                    )
+                    faults.hit("after_task", f"task:{task.name}")
+                except Exception as raised:
+                    _raise_late(activity, raised)
+        except Exception as error:
             if not _failed_attempt(context, pending, error, activity.details):
-                if error is raised:
-                    raise
-                raise error from raised
+                raise
             continue
         except Cancelled as stopped:
             raise _interrupted(context, pending, stopped) from None
@@ -159,6 +154,16 @@ async def _limited(activity: Activity, body: Coroutine[Any, Any, Any]) -> Any:
         if limit.expired():
             raise activity.expired() from None
         raise
+
+
+def _raise_late(activity: Activity, raised: Exception) -> NoReturn:
+    """Raise what ended an attempt that raised *raised*: an attempt that ended past its
+    limit timed out, whatever it raised (raised inside the observers' context, so that
+    they see it time out)."""
+    late = activity.late()
+    if late is None or late is raised:
+        raise raised
+    raise late from raised
 
 
 def _observe(context: RunContext, pending: Pending) -> AbstractContextManager[Attempt | None]:
