@@ -74,6 +74,16 @@ def finish(url: str, run_id: str, timeout: float = 60) -> durable.Run:
     raise AssertionError(f"run {run_id} did not finish within {timeout}s")
 
 
+def ready(children: Children, process: subprocess.Popen[str]) -> subprocess.Popen[str]:
+    """*process*, once its worker has started (it logs what it serves)."""
+    deadline = time.monotonic() + 60
+    while "workflows and tasks known" not in children.log(process):
+        assert process.poll() is None, children.log(process)
+        assert time.monotonic() < deadline, f"the worker did not start:\n{children.log(process)}"
+        time.sleep(0.05)
+    return process
+
+
 def stop(children: Children, process: subprocess.Popen[str]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -132,10 +142,12 @@ def test_crash_around_a_deadline(
     again, and the cleanup runs twice only if the crash fell inside its body."""
     point, action, match, nth, cleanups = case
     run_id = "bounded-3"
+    fault = json.dumps([{"point": point, "action": action, "match": match, "nth": nth}])
+    # The deadline (2 s) counts from the dispatch: the worker is up first, so that a
+    # slow start under load does not spend it (that case is the test below).
+    first = ready(children, worker(children, fault))
     with durable.Engine(url) as engine:
         engine.dispatch_call(bounded.bind(3), run_id=run_id)
-    fault = json.dumps([{"point": point, "action": action, "match": match, "nth": nth}])
-    first = worker(children, fault)
     if action == "exit":
         assert first.wait(60) == 137, f"the fault did not fire:\n{children.log(first)}"
         second = worker(children)
@@ -156,6 +168,30 @@ def test_crash_around_a_deadline(
         (1, "durable.timeout"),
         (2, "tests.chaos.fault_app.effect"),
     ]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+def test_crash_timing_out_a_run_whose_deadline_passed_before_it_ran(
+    children: Children, url: str
+) -> None:
+    """A run whose deadline passed while it was queued is stopped before its first
+    line; a crash before that outcome is recorded (after the hand-over asked its
+    children to cancel) leaves a run the next worker still ends TIMED_OUT, not
+    CANCELLED, and whose code never ran."""
+    run_id = "bounded-4"
+    with durable.Engine(url) as engine:
+        engine.dispatch_call(bounded.bind(4), run_id=run_id)
+    time.sleep(2.2)  # its deadline (2 s) passes before any worker is up
+    fault = json.dumps([{"point": "before_complete", "action": "exit", "match": "workflow:"}])
+    first = worker(children, fault)
+    assert first.wait(60) == 137, f"the fault did not fire:\n{children.log(first)}"
+    second = worker(children)
+    run = finish(url, run_id)
+    stop(children, second)
+    assert run.status is RunStatus.TIMED_OUT, run
+    assert [entry for entry in read_ledger(children.ledger) if entry.run_id == run_id] == []
+    with durable.Engine(url) as engine:
+        assert engine.backend.load_history(run_id) == []
 
 
 #: (point, action, match, nth): a crash at each task of a workflow class (its first,

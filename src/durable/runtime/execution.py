@@ -74,7 +74,7 @@ def drive(host: Host, run: Run, call: Call[Any], history: Sequence[Step]) -> Any
     with host.observers.execution(run, resumed=bool(history)) as seen:
         context, token = enter(host, run, history)
         try:
-            _expired(context, run)
+            _expired(context, run, history)
             value = _body(context, call)
             if asyncio.iscoroutine(value):
                 value = run_coroutine(value)
@@ -91,7 +91,7 @@ async def drive_async(host: Host, run: Run, call: Call[Any]) -> Any:
     with host.observers.execution(run, resumed=False) as seen:
         context, token = enter(host, run, ())
         try:
-            _expired(context, run)
+            _expired(context, run, ())
             value = await _body(context, call)
         except BaseException as error:
             leave(host, context, token)
@@ -110,13 +110,20 @@ def _observed(seen: Execution | None, context: RunContext, value: Any) -> Any:
     return value
 
 
-def _expired(context: RunContext, run: Run) -> None:
-    """A run executing for the first time (its first epoch) whose deadline passed (it
-    stayed queued that long) is stopped before its first line: it has nothing to clean
-    up. (A later execution may have children or effects to clean up: it runs, and the
-    deadline reaches its code at its first durable call.)"""
+def _expired(context: RunContext, run: Run, history: Sequence[Step]) -> None:
+    """A run whose deadline passed before it recorded anything is stopped before its
+    first line, TIMED_OUT, in two cases. At its first execution (it stayed queued that
+    long), unless a cancel request came first: it has nothing to clean up. And when an
+    earlier execution stopped it so and died before the outcome was recorded: the cancel
+    request that execution left (the hand-over sets one on the run to stop its
+    children) must not turn it CANCELLED. Otherwise the run may have children or effects
+    to clean up: it runs, and the deadline reaches its code at its first durable call."""
     interrupts = context.interrupts
-    if run.epoch == 1 and not interrupts.requested and interrupts.due():
+    if history or not interrupts.due() or interrupts.deadline is None:
+        return
+    if context.host.clock.now() < interrupts.deadline:
+        return  # due: a cancel request, delivered at the first durable call
+    if (run.epoch == 1) != interrupts.requested:
         raise interrupts.raised(timed_out=True)
 
 
