@@ -35,7 +35,9 @@ from tests.chaos.fault_app import (
 from tests.e2e.checker import check, read_ledger
 from tests.e2e.harness import Children
 
-pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
+# Kills at fault points and checks what the runs end with, never how fast: these run
+# on two pytest-xdist workers beside the other tests (scripts/check.py).
+pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.untimed]
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 KINDS = [

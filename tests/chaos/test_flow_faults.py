@@ -26,7 +26,9 @@ from tests.chaos.test_fault_points import finish
 from tests.e2e.flow_ledger import Ledger
 from tests.e2e.harness import Children
 
-pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
+# Kills at fault points and checks what the runs end with, never how fast: these run
+# on two pytest-xdist workers beside the other tests (scripts/check.py).
+pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.untimed]
 
 COMMAND = "durable.flow.command"
 #: (point, action, match, nth): where a flow's worker dies (exit) or its write's
