@@ -35,7 +35,16 @@ PRIORITY_MAX = 2**31 - 1
 #: that name (`take`). A verb that gains an option adds it here (a test compares this
 #: table with the verbs' signatures).
 VERB_OPTIONS: dict[str, tuple[str, ...]] = {
-    "dispatch": ("id", "queue", "priority", "timeout", "key", "key_concurrency", "debounce"),
+    "dispatch": (
+        "id",
+        "queue",
+        "priority",
+        "timeout",
+        "key",
+        "key_concurrency",
+        "debounce",
+        "attributes",
+    ),
     "execute": ("id", "timeout"),
     "execute_async": ("id", "timeout"),
 }

@@ -38,6 +38,7 @@ from durable.backends._relaxed import RelaxedCommits
 from durable.backends._statements import Queries
 from durable.errors import ConfigurationError
 
+from ._attributes import SQLAttributes
 from ._continuing import SQLContinuing
 from ._control import SQLControl
 from ._history import SQLHistory
@@ -61,6 +62,7 @@ class SQLBackend(
     SQLControl,
     SQLSchedules,
     SQLQueues,
+    SQLAttributes,
 ):
     """A backend on SQLite or PostgreSQL.
 

@@ -178,6 +178,7 @@ class SQLInspection(SQLBase):
                 self._execute(session, self._sql.purge_events, ids)
                 self._execute(session, self._sql.purge_actions, ids)
                 self._execute(session, self._sql.purge_attempts, ids)
+                self._execute(session, self._sql.purge_attributes, ids)
             return len(gone), end
 
         count, end = self._db.run("Purging finished runs", body)

@@ -1,0 +1,87 @@
+"""The SQL backend's run attributes: a side table, one row per key (see
+`_statements/attributes.py` for the statements and how a filter reads it).
+
+A mixin of `SQLBackend`. `_write_attributes` and `_copy_attributes` run inside the
+transaction of whatever creates the run (`create_run`, `continue_run`, `fork_run`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from durable.backends._connections import Session
+from durable.backends._group import Rows, Then
+from durable.core.attributes import Attributes, AttributeValue, decode, encode
+from durable.core.records import NewRun, Step
+
+from ._base import SQLBase
+
+
+class SQLAttributes(SQLBase):
+    """`AttributeStore` for `SQLBackend` (see there for the contracts)."""
+
+    _record_in: Callable[[Session, Step, int], tuple[Step, int] | None]
+    record: Callable[[Step, int], tuple[Step, int]]
+
+    def record_attributes(self, step: Step, epoch: int, attributes: Attributes) -> tuple[Step, int]:
+        """See `AttributeStore.record_attributes`: the step's fenced write, then the
+        attributes, in one transaction."""
+
+        def body(session: Session, _retried: bool) -> tuple[Step, int] | None:
+            with self._db.transaction(session):
+                written = self._record_in(session, step, epoch)
+                if written is not None:
+                    self._write_attributes(session, step.run_id, attributes)
+            return written
+
+        written = self._db.run(f"Setting the attributes of run {step.run_id!r}", body)
+        if written is not None:
+            return written
+        # Nothing written: `record` tells a lost lease (raised) from a finished position
+        # (returned: an earlier attempt of ours whose acknowledgement was lost, whose
+        # attributes went with it).
+        return self.record(step, epoch)
+
+    def run_attributes(self, run_ids: Sequence[str]) -> Mapping[str, Mapping[str, AttributeValue]]:
+        """See `AttributeStore.run_attributes`."""
+        if not run_ids:
+            return {}
+        values = {"ids": self._names(list(run_ids))}
+        rows = self._db.run(
+            "Reading run attributes",
+            lambda conn, _: self._execute(conn, self._sql.read_attributes, values).fetchall(),
+        )
+        found: dict[str, dict[str, AttributeValue]] = {}
+        for run_id, key, text, kind in rows:
+            found.setdefault(run_id, {})[key] = decode(text, kind)
+        return found
+
+    def _with_attributes(self, new: NewRun) -> Then:
+        """The follow-up that writes *new*'s attributes in its insert's transaction,
+        if the insert created the run."""
+
+        def then(session: Session, rows: Rows) -> Rows:
+            if rows:
+                self._write_attributes(session, new.id, new.attributes)
+            return rows
+
+        return then
+
+    def _write_attributes(self, session: Any, run_id: str, attributes: Attributes) -> None:
+        """Set *attributes* on *run_id*, inside the caller's transaction."""
+        if not attributes:
+            return
+        stored = [(key, *encode(value)) for key, value in attributes]
+        values: dict[str, Any] = {"run_id": run_id}
+        if self._sql.postgres:
+            keys, texts, types = zip(*stored, strict=True)
+            values.update(keys=list(keys), values=list(texts), types=list(types))
+        else:
+            values["rows"] = json.dumps(stored)
+        self._execute(session, self._sql.set_attributes, values)
+
+    def _copy_attributes(self, session: Any, source: str, target: str) -> None:
+        """Give *target* the attributes of *source*, inside the caller's transaction."""
+        self._execute(session, self._sql.copy_attributes, {"source": source, "target": target})
