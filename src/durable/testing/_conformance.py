@@ -10,7 +10,8 @@ _conformance_runs.py (`RunStore`), _conformance_history.py (`HistoryStore`),
 _conformance_waits.py (`WaitStore`), _conformance_inspection.py (`InspectionStore`),
 _conformance_control.py and _conformance_forks.py (`ControlStore`),
 _conformance_schedules.py (`ScheduleStore`) and _conformance_queues.py (`QueueStore`);
-_conformance_versions.py checks code versions across the claims and listings; _suite.py
+_conformance_versions.py checks code versions across the claims and listings;
+_conformance_attributes.py run attributes (`AttributeStore`); _suite.py
 runs them all (`check_backend`).
 """
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import _conformance_attributes as attributes
 from . import _conformance_continuing as continuing
 from . import _conformance_control as control
 from . import _conformance_forks as forks
@@ -102,6 +103,9 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     versions.check_only_version_claim_run,
     versions.check_only_version_limited_queue,
     versions.check_list_runs_by_version,
+    attributes.check_attributes_filter_runs,
+    attributes.check_record_attributes_with_its_step,
+    attributes.check_attributes_follow_continue_fork_and_purge,
 )
 
 
