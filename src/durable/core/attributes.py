@@ -137,7 +137,15 @@ def filters(pairs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     text), sorted by key."""
     return tuple(
         sorted(
-            (check_key(key), value if isinstance(value, str) else canonical(value))
+            (
+                check_key(key),
+                value if isinstance(value, str) else canonical(check_value(key, value)),
+            )
             for key, value in pairs.items()
         )
     )
+
+
+def as_text(attributes: Mapping[str, AttributeValue]) -> str:
+    """``customer=c-42, n=5, vip=true``: the attributes as filters match them."""
+    return ", ".join(f"{key}={canonical(value)}" for key, value in attributes.items())
