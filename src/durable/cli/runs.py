@@ -71,7 +71,7 @@ RUN_COLUMNS = (
     Column("CREATED", 20, field("created_at", when)),
     Column("DURATION", 8, field("duration", seconds)),
     Column("WAITING ON", 30, field("waiting_on")),
-    Column("ATTRIBUTES", 30, field("attributes", as_text)),
+    Column("ATTRIBUTES", 40, field("attributes", as_text)),
 )
 
 
