@@ -13,6 +13,7 @@ from typing import Any
 
 from durable.backends._connections import Session
 from durable.backends._group import Rows, Then
+from durable.backends._statements.attributes import DRIVE_BELOW
 from durable.core.attributes import Attributes, AttributeValue, decode, encode
 from durable.core.records import NewRun, Step
 
@@ -68,6 +69,37 @@ class SQLAttributes(SQLBase):
             return rows
 
         return then
+
+    def _choose_driver(self, values: dict[str, Any], *, count: bool) -> None:
+        """Mark the pair of a listing's attribute filters (in *values*, from
+        `query_values`) that drives it: the rarest, if fewer than `DRIVE_BELOW` runs
+        hold it, or when counting (a count reads every match anyway); the others are
+        probed (see `_statements/attributes.py`). Runs are counted up to `DRIVE_BELOW`,
+        so of pairs held by that many or more the first one counts as the rarest."""
+        pairs = []
+        index = 0
+        while f"attr_key_{index}" in values:
+            pairs.append(
+                {"key": values[f"attr_key_{index}"], "value": values[f"attr_value_{index}"]}
+            )
+            index += 1
+        if not pairs:
+            return
+        if count and len(pairs) == 1:  # nothing to choose: a count reads every match
+            values["attr_drive_0"] = True
+            return
+
+        def held(conn: Any, _retried: bool) -> list[int]:
+            statement = self._sql.attribute_probe
+            return [
+                int(self._execute(conn, statement, {**pair, "cap": DRIVE_BELOW}).fetchone()[0])
+                for pair in pairs
+            ]
+
+        found = self._db.run("Choosing how to filter by attributes", held)
+        rarest = min(range(len(pairs)), key=found.__getitem__)
+        if count or found[rarest] < DRIVE_BELOW:
+            values[f"attr_drive_{rarest}"] = True
 
     def _write_attributes(self, session: Any, run_id: str, attributes: Attributes) -> None:
         """Set *attributes* on *run_id*, inside the caller's transaction."""
