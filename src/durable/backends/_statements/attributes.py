@@ -9,10 +9,12 @@ misjudged two filters ANDed, 110 ms among 1,000,000 runs):
 
 * a value few runs hold *drives* it: ``id IN (SELECT run_id ... WHERE key = ? AND
   value = ?)`` reads those runs through the index, then sorts them (0.1 ms for 10);
-* a value many runs hold is *probed*: ``EXISTS (... WHERE run_id = id AND key = ?
-  AND value = ?)`` lets the listing walk the runs newest first, checking each by the
-  primary key, and stop at the page (0.2 ms for a quarter of the runs, where the
-  ``IN`` form took 1.5 s on SQLite).
+* a value many runs hold is *probed*: ``(SELECT value ... WHERE run_id = id AND key
+  = ?) = ?`` lets the listing walk the runs newest first, reading each one's value by
+  the primary key, and stop at the page (0.2 ms for a quarter of the runs, where the
+  ``IN`` form took 1.5 s on SQLite). A scalar subquery, not ``EXISTS``: PostgreSQL
+  turns an ``EXISTS`` into a join, and its generic plan (a prepared statement's, once
+  psycopg prepares it) merged two filters' index ranges: 65 ms instead of 0.7.
 
 The backend counts each pair's runs up to `DRIVE_BELOW` first (``attribute_probe``, an
 index range read) and drives with the rarest pair when it is below; the others probe.
@@ -45,7 +47,8 @@ def attribute_filter(index: int, *, drive: bool) -> sa.ColumnElement[bool]:
     value = a.value == sa.bindparam(f"attr_value_{index}", type_=sa.Text)
     if drive:
         return runs.c.id.in_(sa.select(a.run_id).where(key, value))
-    return sa.exists().where(a.run_id == runs.c.id, key, value)
+    held = sa.select(a.value).where(a.run_id == runs.c.id, key).scalar_subquery()
+    return held == sa.bindparam(f"attr_value_{index}", type_=sa.Text)
 
 
 def holders_count() -> Any:
