@@ -60,6 +60,7 @@ RUN_FIELDS = (
     "pause_requested",
     "recoveries",
     "version",
+    "attributes",
 )
 
 RUN_COLUMNS = (
