@@ -74,3 +74,52 @@ def test_the_rarest_pair_below_the_threshold_drives(
         assert backend.count_runs(query) == 2
     finally:
         backend.close()
+
+
+@pytest.mark.postgres
+def test_a_probed_pair_stays_a_probe_in_a_generic_plan(pg_schemas: Any) -> None:
+    """PostgreSQL, under the generic plan a prepared listing gets: with one customer
+    driving and the region probed, the plan reads the customer's rows and probes each
+    run's region by the primary key; it never reads the region's index range (the
+    merge of both ranges that ``EXISTS`` allowed)."""
+    backend = SQLBackend(pg_schemas.new_url())
+    try:
+
+        def fill(session: Any, _: bool) -> None:
+            session.execute(
+                "INSERT INTO durable_runs (id, workflow, status, input, call_hash, epoch, "
+                "recoveries, created_at, updated_at) SELECT 'r' || g, 'w', 'completed', "
+                "'\\x00', 'h', 1, 0, g, g FROM generate_series(1, 20000) g",
+                (),
+            )
+            for key, value in (("customer", "'c-' || (g % 2000)"), ("region", "'eu'")):
+                session.execute(
+                    "INSERT INTO durable_run_attributes (run_id, key, value, type) "
+                    f"SELECT 'r' || g, '{key}', {value}, 's' FROM generate_series(1, 20000) g",
+                    (),
+                )
+            session.execute("ANALYZE", ())
+
+        backend._db.run("Filling", fill)
+        values = query_values(RunQuery(attributes=(("customer", "c-7"), ("region", "eu"))))
+        backend._choose_driver(values, count=False)
+        assert "attr_drive_0" in values and "attr_drive_1" not in values
+        values["limit"] = 51
+        statement = backend._sql.inspect.listing(values, count=False)
+
+        def plan(session: Any, _: bool) -> str:
+            session.execute("SET plan_cache_mode = force_generic_plan", ())
+            try:
+                rows = session.execute("EXPLAIN " + statement.sql, statement.params(values))
+                return "\n".join(str(row[0]) for row in rows)
+            finally:
+                session.execute("RESET plan_cache_mode", ())
+
+        shown = backend._db.run("Explaining", plan)
+        assert "SubPlan" in shown and "durable_run_attributes_pkey" in shown, shown
+        assert "Merge Join" not in shown and "Hash" not in shown, shown
+        assert [run.id for run in backend.list_runs(RunQuery(attributes=(
+            ("customer", "c-7"), ("region", "eu")
+        )), limit=51)][:2] == ["r18007", "r16007"]  # fmt: skip
+    finally:
+        backend.close()
