@@ -151,10 +151,14 @@ def test_every_benchmark_has_a_smoke_test(name: str) -> None:
 
 
 def test_operate_benchmark_quick(tmp_path: Path) -> None:
-    """benchmarks/operate.py --quick times every operator read on a small database."""
+    """benchmarks/operate.py --quick times every operator read on a small database, and
+    the lookups by attribute among the runs it adds in bulk."""
     for line in run_quick("operate.py", "sqlite", tmp_path):
         assert line["runs"] == 500
         assert line["list_first_page"]["median"] > 0 and line["stats_7d"]["max"] > 0
+        attributes = line["attributes"]
+        assert attributes["runs"] == 2_000
+        assert all(attributes[name]["median"] > 0 for name in ("lookup", "list_region"))
 
 
 def test_patches_benchmark_quick(tmp_path: Path) -> None:

@@ -95,6 +95,7 @@ SQL_FILES = (
     "backends/_statements/inspection.py",
     "backends/_statements/control.py",
     "backends/_statements/schedules.py",
+    "backends/_statements/attributes.py",
 )
 
 

@@ -7,6 +7,7 @@ then `ops`, `cli`, `web` and `testing`. See docs/architecture.md.
 """
 
 from . import errors
+from .api.attributes import set_attributes
 from .api.client import Client
 from .api.continuing import continue_as_new
 from .api.decorators import Task, Workflow, task, workflow
@@ -20,7 +21,8 @@ from .api.schedules import schedule
 from .api.upkeep import purge, recover
 from .api.waiting import send, wait
 from .core.functions import Call
-from .core.records import Run, RunInfo, RunStatus, Step, StepKind, StepStatus, TaskInfo
+from .core.info import RunInfo, TaskInfo
+from .core.records import Run, RunStatus, Step, StepKind, StepStatus
 from .core.retry import RetryPolicy
 from .errors import (
     Cancelled,
@@ -88,6 +90,7 @@ __all__ = [
     "resume",
     "schedule",
     "send",
+    "set_attributes",
     "set_state",
     "task",
     "task_key",

@@ -62,7 +62,7 @@ def test_ls_prints_the_same_runs_in_every_format(cli: Cli) -> None:
     lines = table.out.splitlines()
     assert lines[0].split() == [
         "ID", "WORKFLOW", "STATUS", "QUEUE", "VERSION", "CREATED", "DURATION", "WAITING",
-        "ON",
+        "ON", "ATTRIBUTES",
     ]  # fmt: skip
     assert [line.split()[0] for line in lines[1:]] == ALL
     assert "event:approved" in lines[2]

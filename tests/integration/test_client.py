@@ -99,13 +99,18 @@ def test_bad_input_writes_nothing(client: Client) -> None:
 
 
 @pytest.mark.parametrize("url", ["sqlite"], indirect=True)
-def test_attributes_pass_through(client: Client) -> None:
-    """attributes= reaches the start by name; until run attributes are stored, it is
-    refused loudly (and nothing is written) rather than dropped."""
-    # At the merge with run attributes: assert the run's attributes instead.
-    with pytest.raises(NotImplementedError, match="attributes"):
-        client.dispatch("client.greet", "a", attributes={"customer": "c-42"})
-    assert client.list_runs() == []
+def test_attributes_are_stored_and_found_by_the_listing(client: Client) -> None:
+    """attributes= of a start by name are the run's, and list_runs filters by them as
+    ``durable ls --attr`` does; a bad one is refused and nothing is written."""
+    client.dispatch("client.greet", "a", id="attr-a", attributes={"customer": "c-42", "n": 5})
+    client.dispatch("client.greet", "b", id="attr-b", attributes={"customer": "c-7"})
+    assert client.get("attr-a").attributes() == {"customer": "c-42", "n": 5}
+    assert [r.id for r in client.list_runs(attributes={"customer": "c-42"})] == ["attr-a"]
+    assert [r.id for r in client.list_runs(attributes={"n": "5"})] == ["attr-a"]
+    assert client.list_runs(attributes={"customer": "c-42", "n": 6}) == []
+    with pytest.raises(TypeError, match="customer"):
+        client.dispatch("client.greet", "c", id="attr-c", attributes={"customer": None})
+    assert [r.id for r in client.list_runs()] == ["attr-b", "attr-a"]
 
 
 @pytest.mark.parametrize("url", ["sqlite"], indirect=True)

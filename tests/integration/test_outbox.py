@@ -114,6 +114,21 @@ def test_commit_makes_one_run_and_rollback_none(engine: durable.Engine, app_db: 
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)
+def test_attributes_share_the_callers_transaction(engine: durable.Engine, app_db: App) -> None:
+    """A run's attributes are written in the caller's transaction with it: found by them
+    once committed, and gone with it on a rollback."""
+    with app_db.begin() as conn:
+        durable.dispatch(note, 7, connection=conn, id="order-7", attributes={"order": "o-7"})
+    with app_db.connect() as conn, conn.begin() as transaction:
+        durable.dispatch(note, 8, connection=conn, id="order-8", attributes={"order": "o-8"})
+        transaction.rollback()
+    assert durable.get("order-7").attributes() == {"order": "o-7"}
+    for order, found in (("o-7", ["order-7"]), ("o-8", [])):
+        query = RunQuery(attributes=(("order", order),))
+        assert [run.id for run in engine.backend.list_runs(query, limit=10)] == found
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
 def test_orm_session(engine: durable.Engine, app_db: App) -> None:
     """An ORM Session's transaction carries the run the same way, both ways."""
     with Session(app_db.db) as session, session.begin():

@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from durable.core.attributes import filters
 from durable.core.records import Run, RunQuery, RunStatus
 from durable.core.serde import DEFAULT_MAX_PAYLOAD, dumps
 from durable.errors import PayloadTooLarge, SerializationError
@@ -137,16 +138,19 @@ class Client:
         parent: str | None = None,
         search: str | None = None,
         version: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
         limit: int = 50,
         after: Run | None = None,
     ) -> list[Run]:
         """Runs matching the filters, newest first: the listing of ``durable ls``
-        (*search*: a part of the run id; *since*/*until*: when they were created).
+        (*search*: a part of the run id; *since*/*until*: when they were created;
+        *attributes*: runs holding every one of these, ``durable ls --attr``).
         *after*: the last run of the previous page, for the next page (runs created
         meanwhile neither repeat nor shift it).
 
         Raises:
-            ValueError: an unknown status, or *limit* outside 1..500.
+            ValueError: an unknown status, *limit* outside 1..500, or an attribute
+                filter that is no attribute (`durable.set_attributes` says which are).
         """
         if not 1 <= limit <= MAX_LIMIT:
             raise ValueError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}.")
@@ -159,6 +163,7 @@ class Client:
             parent_id=parent,
             id_contains=search,
             version=version,
+            attributes=filters(attributes or {}),
             after=None if after is None else (after.created_at, after.id),
         )
         return list(self.engine.backend.list_runs(query, limit=limit))

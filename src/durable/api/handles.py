@@ -4,6 +4,7 @@ fork it."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar, overload
 
 from durable.core import durations, run_options
@@ -92,6 +93,12 @@ class Handle(Generic[R]):
             raise RunNotFound(f"No run has the id {self.id!r}.", run_id=self.id)
         return decode_state(found[0])
 
+    def attributes(self) -> dict[str, str | int | float | bool]:
+        """The run's attributes (what it is searched by), with their types; ``{}`` if
+        it has none."""
+        found = self._host.backend.run_attributes([self.id])
+        return dict(found.get(self.id, {}))
+
     def __repr__(self) -> str:
         return f"<Handle {self.id}>"
 
@@ -115,6 +122,7 @@ def dispatch(
     key_concurrency: int | None = None,
     debounce: dt.timedelta | float | None = None,
     connection: Any = None,
+    attributes: Mapping[str, str | int | float | bool] | None = None,
 ) -> Handle[R]: ...
 @overload
 def dispatch(
@@ -129,6 +137,7 @@ def dispatch(
     key_concurrency: int | None = None,
     debounce: dt.timedelta | float | None = None,
     connection: Any = None,
+    attributes: Mapping[str, str | int | float | bool] | None = None,
     **kwargs: Any,
 ) -> Handle[R]: ...
 def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
@@ -166,16 +175,23 @@ def dispatch(target: Any, /, *args: Any, **kwargs: Any) -> Handle[Any]:
     with *id*, a run of that id already stored (or inserted earlier in the same
     transaction) is returned as usual. See docs/howto/outbox-and-client.md.
 
-    *id*, *queue*, *priority*, *timeout*, *key*, *key_concurrency*, *debounce* and
-    *connection* are the run's options; every other keyword goes to
+    *attributes* (``{"customer": "c-42"}``: str, int, float or bool values, at most
+    the engine's ``max_attributes``) are what the run is searched by (``durable ls
+    --attr customer=c-42``); written with the run, in its transaction. Its workflow may
+    set more with `durable.set_attributes`.
+
+    *id*, *queue*, *priority*, *timeout*, *key*, *key_concurrency*, *debounce*,
+    *connection* and *attributes* are the run's options; every other keyword goes to
     *fn*. If *fn* has a parameter named like an option, the flat form cannot say which
     is meant and raises TypeError: bind the arguments, ``dispatch(fn.bind(id=...),
     id="run-1")``.
 
     Raises:
-        TypeError: the arguments do not fit the signature, or a keyword is both a
-            parameter of *fn* and a run option; nothing was written.
-        ValueError: *timeout* is not a positive duration; nothing was written.
+        TypeError: the arguments do not fit the signature, a keyword is both a
+            parameter of *fn* and a run option, or an attribute's value is not a str,
+            int, float or bool; nothing was written.
+        ValueError: *timeout* is not a positive duration, or *attributes* are too
+            many or too long; nothing was written.
         IdempotencyConflict: *id* belongs to a run of another call.
         SerializationError: an argument cannot be stored; nothing was written.
         InvalidValue: *id* or *queue* holds a NUL character or a lone surrogate.

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from durable.core.hashing import call_hash
+from durable.core.info import RunInfo
 from durable.core.properties import encode_state
-from durable.core.records import RunInfo, Step, StepKind, StepStatus
+from durable.core.records import Step, StepKind, StepStatus
 from durable.errors import DurableError
 from durable.runtime.activity import TaskScope
 from durable.runtime.context import RunContext, current

@@ -4,6 +4,7 @@
 from ._open import DEFAULT_URL, open_backend
 from ._protocol import (
     TIMERS,
+    AttributeStore,
     Backend,
     ControlStore,
     HistoryStore,
@@ -20,6 +21,7 @@ from .memory import MemoryBackend
 __all__ = [
     "DEFAULT_URL",
     "TIMERS",
+    "AttributeStore",
     "Backend",
     "ControlStore",
     "HistoryStore",

@@ -32,6 +32,7 @@ from ._schema import (
     key_starts_index,
     parent_index,
     queues,
+    run_attributes,
     runs,
     schedules,
     workflow_index,
@@ -129,6 +130,11 @@ def _v11_to_v12(dialect: sa.Dialect, execute: Execute) -> None:
         execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
 
 
+def _v12_to_v13(dialect: sa.Dialect, execute: Execute) -> None:
+    """Run attributes: what runs are searched by, a row per key."""
+    create_table(run_attributes, dialect, execute)
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -142,6 +148,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     9: _v9_to_v10,
     10: _v10_to_v11,
     11: _v11_to_v12,
+    12: _v12_to_v13,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

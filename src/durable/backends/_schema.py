@@ -208,6 +208,20 @@ queues = sa.Table(
     sa.Column("key_per", sa.Double),
 )
 
+# Version 13: what runs are searched by (`durable.core.attributes`): a row per key, its
+# canonical text (what filters match) and its type letter. The index finds a key's
+# value's runs; the primary key reads one run's attributes.
+run_attributes = sa.Table(
+    "durable_run_attributes",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("type", sa.Text, nullable=False),
+    sa.Index("durable_run_attributes_lookup", "key", "value", "run_id"),
+    sqlite_with_rowid=False,
+)
+
 meta = sa.Table(
     "durable_meta",
     metadata,
@@ -311,14 +325,24 @@ debounce_index = sa.Index(
 )
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 Execute = Callable[[str], None]
 
 
 def create(dialect: sa.Dialect, execute: Execute) -> None:
     """Create every table and index at the current version (a new database)."""
-    for table in (runs, history, events, actions, attempts, schedules, queues, meta):
+    for table in (
+        runs,
+        history,
+        events,
+        actions,
+        attempts,
+        schedules,
+        queues,
+        run_attributes,
+        meta,
+    ):
         create_table(table, dialect, execute)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from durable.core.attributes import as_text
 from durable.core.records import RunStatus
 
 FORMATS = ("table", "json", "jsonl", "csv")
@@ -274,6 +275,7 @@ def run_text(run: Mapping[str, Any], actions: Sequence[Mapping[str, Any]]) -> st
         ("parent", run.get("parent_id") or "-"),
         ("version", run.get("version") or "-"),
         *([("continues", run["continues"])] if run.get("continues") else []),
+        *([("attributes", as_text(run["attributes"]))] if run.get("attributes") else []),
     ]
     if run.get("origin"):
         lines.append(("forked from", run["origin"]))

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from durable.backends import DEFAULT_URL
+from durable.core.attributes import as_text
 from durable.core.records import RunStatus
 from durable.ops import Operations
 from durable.runtime.engine import Engine
 
+from .attributes import add_attr_option, attributes_of
 from .common import add_db_option, positive
 from .output import (
     Column,
@@ -58,6 +60,7 @@ RUN_FIELDS = (
     "pause_requested",
     "recoveries",
     "version",
+    "attributes",
 )
 
 RUN_COLUMNS = (
@@ -69,6 +72,7 @@ RUN_COLUMNS = (
     Column("CREATED", 20, field("created_at", when)),
     Column("DURATION", 8, field("duration", seconds)),
     Column("WAITING ON", 30, field("waiting_on")),
+    Column("ATTRIBUTES", 40, field("attributes", as_text)),
 )
 
 
@@ -137,6 +141,7 @@ examples:
   durable ls --workflow myapp.flows.checkout --since 2026-11-21T08:00 -o json
   durable ls --parent 4f2a... --limit 100 -o csv > children.csv
   durable ls --version 2024-11-24.1 --status queued,running,waiting   # left to drain
+  durable ls --attr customer=c-42 --attr region=eu       # runs holding both attributes
   durable ls --cursor <the cursor printed after the previous page>
 
 Times (--since, --until) are ISO 8601 (UTC unless an offset is given) or an age, a number
@@ -190,6 +195,7 @@ def add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--search", metavar="TEXT", help="runs whose id contains TEXT (case-sensitive)"
     )
+    add_attr_option(parser)
 
 
 def filters(args: argparse.Namespace) -> dict[str, Any]:
@@ -203,6 +209,7 @@ def filters(args: argparse.Namespace) -> dict[str, Any]:
         "parent": args.parent,
         "search": args.search,
         "version": args.version,
+        "attributes": attributes_of(args),
     }
 
 

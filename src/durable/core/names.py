@@ -24,6 +24,7 @@ FIRST_NAMES: dict[str, str] = {
     "durable.api.handles": "durable._handles",
     "durable.core.faults": "durable._faults",
     "durable.core.functions": "durable._decorators",
+    "durable.core.info": "durable._records",
     "durable.core.records": "durable._records",
     "durable.core.retry": "durable._retry",
     "durable.runtime.engine": "durable._engine",

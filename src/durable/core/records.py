@@ -6,7 +6,7 @@ store them without looking inside.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
@@ -100,6 +100,8 @@ class StepKind(StrEnum):
     EVENT = "event"
     #: an event sent from inside a workflow.
     SEND = "send"
+    #: `durable.set_attributes()`: the attributes it set are its output.
+    ATTRIBUTES = "attributes"
     #: the point where a cancellation request was delivered as `Cancelled`.
     CANCEL = "cancel"
     #: an event a workflow class's ``on_event`` handled there (its name, id and payload).
@@ -166,6 +168,8 @@ class NewRun:
     #: see `Run.version`, `Run.origin`.
     version: str | None = None
     origin: str | None = None
+    #: what the run is searched by (`durable.core.attributes`), written with it.
+    attributes: tuple[tuple[str, str | int | float | bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,6 +281,8 @@ class RunQuery:
     after: tuple[float, str] | None = None
     #: runs stamped with this code version (`Run.version`).
     version: str | None = None
+    #: runs holding every one of these attributes: (key, canonical text) pairs.
+    attributes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -302,36 +308,6 @@ class Action:
     at: float
     #: JSON text: what the action was given or changed.
     detail: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunInfo:
-    """Where the code calling `durable.info()` runs: which run, and which task in it."""
-
-    #: the run's id, and the workflow (or task, for a task run on its own) it runs.
-    run_id: str
-    workflow: str
-    #: the run that started this one, for a child run.
-    parent_id: str | None
-    #: in a task body: the task's name, its position in the run, and the attempt (from
-    #: 1); None in workflow code.
-    task: str | None = None
-    position: int | None = None
-    attempt: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TaskInfo:
-    """A task call of a workflow class's run, as its hooks see it (``on_start``,
-    ``on_success``, ``on_failure``, ``on_timeout``)."""
-
-    #: the task's name, and the call's position in the run.
-    name: str
-    position: int
-    #: the call's arguments, by parameter name.
-    arguments: Mapping[str, Any]
-    #: the attempts the call took (0 in ``on_start``: none has ended yet).
-    attempts: int = 0
 
 
 def _fill_step(

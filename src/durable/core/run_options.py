@@ -44,6 +44,7 @@ VERB_OPTIONS: dict[str, tuple[str, ...]] = {
         "key_concurrency",
         "debounce",
         "connection",
+        "attributes",
     ),
     "execute": ("id", "timeout"),
     "execute_async": ("id", "timeout"),

@@ -15,14 +15,12 @@ runs.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from durable.core.records import Run, RunQuery, RunStatus
+from durable.core.records import Run, RunQuery
 from durable.core.run_options import check_priority, check_queue, check_run_id
 from durable.core.text import check_text
 from durable.errors import (
@@ -40,6 +38,7 @@ from . import _control, _queues, _schedules, _views
 from ._check import check_run, unfinished
 from ._errors import BadRequest, Conflict, NotFound, OpsError, no_run
 from ._flows import FlowOps
+from ._listing import decode_cursor, encode_cursor, run_query
 from ._stats import stat, stats
 from ._values import iso
 
@@ -75,11 +74,14 @@ class Operations:
         version: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Runs matching the filters, newest first: ``{"items", "next_cursor"}``."""
+        """Runs matching the filters, newest first: ``{"items", "next_cursor"}``; each
+        item with its ``attributes``. *attributes* keeps the runs holding every one
+        (``{"customer": "c-42"}``; matched on their text: ``{"n": "5"}`` finds 5)."""
         if not 1 <= limit <= MAX_LIMIT:
             raise BadRequest(f"limit must be between 1 and {MAX_LIMIT}, not {limit}.")
-        query = self._query(
+        query = run_query(
             workflow=workflow,
             status=status,
             queue=queue,
@@ -88,15 +90,17 @@ class Operations:
             parent=parent,
             search=search,
             version=version,
+            attributes=attributes,
         )
         if cursor:
-            query = dataclasses.replace(query, after=_decode_cursor(cursor))
+            query = dataclasses.replace(query, after=decode_cursor(cursor))
         # One run more than the page: whether there is a next page, in the same read.
         found = self.backend.list_runs(query, limit=limit + 1)
         page = found[:limit]
+        held = self.backend.run_attributes([run.id for run in page])
         return {
-            "items": [_views.run_summary(run) for run in page],
-            "next_cursor": _encode_cursor(page[-1]) if len(found) > limit else None,
+            "items": [_views.run_summary(run, held.get(run.id, {})) for run in page],
+            "next_cursor": encode_cursor(page[-1]) if len(found) > limit else None,
         }
 
     def count_runs(
@@ -110,9 +114,10 @@ class Operations:
         parent: str | None = None,
         search: str | None = None,
         version: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
     ) -> int:
         """How many runs match the filters (as `list_runs`)."""
-        query = self._query(
+        query = run_query(
             workflow=workflow,
             status=status,
             queue=queue,
@@ -121,6 +126,7 @@ class Operations:
             parent=parent,
             search=search,
             version=version,
+            attributes=attributes,
         )
         return self.backend.count_runs(query)
 
@@ -131,7 +137,10 @@ class Operations:
         children = self.backend.list_runs(RunQuery(parent_id=run_id), limit=MAX_LIMIT)
         snapshot = self.backend.state(run_id)
         return _views.run_detail(
-            run, sorted(child.id for child in children), None if snapshot is None else snapshot[0]
+            run,
+            sorted(child.id for child in children),
+            None if snapshot is None else snapshot[0],
+            self.backend.run_attributes([run_id]).get(run_id, {}),
         )
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
@@ -340,36 +349,6 @@ class Operations:
     def _record(self, run_id: str, action: str, actor: str | None, detail: Any) -> None:
         self.backend.record_action(run_id, action, actor=actor, detail=json.dumps(detail))
 
-    @staticmethod
-    def _query(
-        *,
-        workflow: str | None,
-        status: Iterable[str],
-        queue: str | None,
-        since: float | None,
-        until: float | None,
-        parent: str | None,
-        search: str | None,
-        version: str | None,
-    ) -> RunQuery:
-        statuses = []
-        for name in status:
-            try:
-                statuses.append(RunStatus(name))
-            except ValueError:
-                known = ", ".join(s.value for s in RunStatus)
-                raise BadRequest(f"Unknown status {name!r}: use one of {known}.") from None
-        return RunQuery(
-            workflow=workflow or None,
-            statuses=tuple(statuses),
-            queue=queue or None,
-            since=since,
-            until=until,
-            parent_id=parent or None,
-            id_contains=search or None,
-            version=version or None,
-        )
-
 
 _TEXTS = {"run_id": "a run id", "event": "an event name", "sender": "a sender", "key": "a key"}
 
@@ -379,19 +358,3 @@ def _check_texts(**texts: str | None) -> None:
     for parameter, text in texts.items():
         if text is not None:
             check_text(text, f"{_TEXTS[parameter]} ({parameter})")
-
-
-def _encode_cursor(run: Run) -> str:
-    text = json.dumps([run.created_at, run.id])
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[float, str]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created, run_id = json.loads(base64.urlsafe_b64decode(padded))
-        return float(created), str(run_id)
-    except (ValueError, TypeError, RecursionError, binascii.Error):
-        raise BadRequest(
-            f"The cursor {cursor!r} is not one this API gave out; start again without it."
-        ) from None

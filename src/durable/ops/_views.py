@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from durable.core.chains import predecessor_id, successor_id
@@ -23,9 +23,9 @@ from ._values import duration, error, iso, state, value
 _CHILD_KINDS = (StepKind.WORKFLOW, StepKind.DISPATCH)
 
 
-def run_summary(run: Run) -> dict[str, Any]:
-    """What a list of runs shows for each."""
-    return {
+def run_summary(run: Run, attributes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a list of runs shows for each; with its *attributes*, when given."""
+    shown: dict[str, Any] = {
         "id": run.id,
         "workflow": run.workflow,
         "status": run.status.value,
@@ -45,15 +45,23 @@ def run_summary(run: Run) -> dict[str, Any]:
         "recoveries": run.recoveries,
         "version": run.version,
     }
+    if attributes is not None:
+        shown["attributes"] = dict(attributes)
+    return shown
 
 
-def run_detail(run: Run, children: Sequence[str], snapshot: bytes | None = None) -> dict[str, Any]:
+def run_detail(
+    run: Run,
+    children: Sequence[str],
+    snapshot: bytes | None = None,
+    attributes: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """One run in full: its summary, input, outcome, what it waits on, its children,
     its links in a continue-as-new chain (the successor of a continued run; the run a
-    successor continues, from its id), and its properties: *snapshot*, the latest it
-    published (`InspectionStore.state`)."""
+    successor continues, from its id), its properties (*snapshot*, the latest it
+    published: `InspectionStore.state`) and its *attributes*."""
     return {
-        **run_summary(run),
+        **run_summary(run, attributes or {}),
         "input": value(run.input),
         "output": value(run.output),
         "error": error(run.error),

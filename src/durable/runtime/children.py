@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from durable.core import faults
+from durable.core.attributes import check_attributes
 from durable.core.functions import Call
 from durable.core.hashing import call_hash
 from durable.core.records import Step, StepKind, StepStatus
@@ -131,11 +132,13 @@ def dispatch(
     key: str | None = None,
     key_concurrency: int | None = None,
     debounce: object = None,
+    attributes: object = None,
 ) -> str:
     """Start *call* as a queued child run; record and return its id.
 
-    *timeout*, *key* and *key_concurrency* are set on the child when it is created; they
-    are not part of the recorded call (changing them does not change which call this is).
+    *timeout*, *key*, *key_concurrency* and *attributes* are set on the child when it
+    is created; they are not part of the recorded call (changing them does not change
+    which call this is).
 
     Raises:
         TypeError, ValueError: *queue*, *priority* or *timeout* is not one a run can
@@ -151,6 +154,8 @@ def dispatch(
         )
     check_key(key)
     check_key_limit(key_concurrency, key)
+    if attributes is not None:
+        check_attributes(attributes, limit=context.host.max_attributes)
     position = context.allocate()
     target = call.target
     digest = call_hash(
@@ -177,6 +182,7 @@ def dispatch(
             timeout=timeout,
             key=key,
             key_concurrency=key_concurrency,
+            attributes=attributes,
         )
     except IdempotencyConflict as error:
         if _foreign(context, pending):

@@ -63,6 +63,8 @@ class Engine(Host):
             a process without one and not started yet), so that a deploy leaves the
             runs other versions created or started to the processes that run their
             code (see docs/howto/workers.md, "Blue/green deploys"). Needs *version*.
+        max_attributes: the most attributes one run may hold (32 by default): more, at
+            dispatch or from `durable.set_attributes`, is refused with ValueError.
     """
 
     # -- running calls ---------------------------------------------------------------
@@ -134,11 +136,13 @@ class Engine(Host):
         key_concurrency: int | None = None,
         debounce: object = None,
         connection: object = None,
+        attributes: object = None,
     ) -> Run:
         """Queue *call* as a run for a worker; return it (the existing one for a known
         id, or the pending debounced one of its key). With a *connection* (a SQLAlchemy
         Connection or Session on this database, its transaction open), the run is
-        inserted in that transaction: it exists once, and only if, the caller commits."""
+        inserted in that transaction: it exists once, and only if, the caller commits.
+        *attributes* are written with a run this creates (an existing run keeps its own)."""
         run, _ = runs.create(
             self,
             call,
@@ -152,6 +156,7 @@ class Engine(Host):
             key_concurrency=key_concurrency,
             debounce=debounce,
             connection=connection,
+            attributes=attributes,
         )
         return run
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from durable.core.functions import Call
-from durable.core.records import Step, TaskInfo
+from durable.core.info import TaskInfo
+from durable.core.records import Step
 from durable.errors import TaskTimeout
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from durable.backends import DEFAULT_URL, Backend, open_backend
 from durable.core import error_payloads, serde, signing
+from durable.core.attributes import DEFAULT_MAX_ATTRIBUTES
 from durable.core.chains import successor_id
 from durable.core.clock import SYSTEM_CLOCK, Clock, DatabaseClock
 from durable.core.functions import Durable
@@ -86,6 +87,7 @@ class Host:
         max_payload: int = serde.DEFAULT_MAX_PAYLOAD,
         version: str | None = None,
         only_version: bool = False,
+        max_attributes: int = DEFAULT_MAX_ATTRIBUTES,
     ) -> None:
         if lease <= 0:
             raise ConfigurationError(f"lease must be a positive number of seconds, got {lease}.")
@@ -95,6 +97,12 @@ class Host:
             raise ConfigurationError(
                 f"max_inline_wait must not be negative, got {max_inline_wait}."
             )
+        if type(max_attributes) is not int or max_attributes < 1:
+            raise ConfigurationError(
+                f"max_attributes must be a positive number of attributes, got {max_attributes!r}."
+            )
+        #: the most attributes one run may hold (`durable.core.attributes`).
+        self.max_attributes = max_attributes
         if max_payload < 1:
             raise ConfigurationError(
                 f"max_payload must be a positive size in bytes, got {max_payload}."

@@ -21,7 +21,6 @@ deadline as it would for `dispatch`; elsewhere the deadline is *timeout* or none
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,9 +32,6 @@ from durable.errors import ConfigurationError
 
 from . import registry, runs
 from .host import Host
-
-#: `runs.create`'s parameters: whether it stores a run's attributes yet.
-_CREATE_TAKES = frozenset(inspect.signature(runs.create).parameters)
 
 
 class Named(Durable[..., Any]):
@@ -68,8 +64,7 @@ def start(
     this call created it (False: a run with *run_id* and this call existed).
 
     *options* are `runs.create`'s: queue, priority, timeout, key, key_concurrency,
-    debounce, connection. *attributes* go to `runs.create` as its ``attributes`` (the
-    run's searchable attributes) once it takes them; until then they are refused.
+    debounce, connection, and *attributes* (what the run is searched by).
 
     Raises:
         TypeError: *name*, *args* or *kwargs* has the wrong type, or the arguments do
@@ -91,11 +86,6 @@ def start(
         if registered.kind is StepKind.WORKFLOW:
             limits = registered.limits
     if attributes is not None:
-        if "attributes" not in _CREATE_TAKES:
-            raise NotImplementedError(
-                "attributes= needs the run attributes of issue 19, which this build "
-                "does not store yet: start the run without them."
-            )
         options["attributes"] = attributes
     arguments = {"args": list(args), "kwargs": kwargs}
     call: Call[Any] = Call(Named(name, limits), tuple(args), kwargs, arguments)

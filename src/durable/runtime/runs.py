@@ -8,9 +8,11 @@ workflows (`children.py`) are built from these.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
+from durable.core.attributes import check_attributes
 from durable.core.functions import Call, Durable
 from durable.core.hashing import call_hash
 from durable.core.ids import new_run_id
@@ -60,6 +62,7 @@ def create(
     key_concurrency: int | None = None,
     debounce: object = None,
     connection: object = None,
+    attributes: object = None,
 ) -> tuple[Run, bool]:
     """Store *call* as a run (RUNNING under *owner*, or QUEUED without one), unless a
     run with *run_id* exists: then return that one, and False.
@@ -71,7 +74,8 @@ def create(
     are flow control (see `durable.dispatch`): with *debounce*, the run is coalesced
     with the pending one of its workflow and key (`QueueStore.debounce_run`). With a
     *connection*, the run is inserted in the caller's transaction
-    (`RunStore.create_run_in`).
+    (`RunStore.create_run_in`). *attributes* (a mapping, checked) are written with the
+    run if this creates it.
 
     Raises:
         TypeError, ValueError: the id, queue, priority or timeout is not one a run can
@@ -88,6 +92,13 @@ def create(
     check_key(key)
     check_key_limit(key_concurrency, key)
     window = check_debounce(debounce, key)
+    pairs = () if attributes is None else check_attributes(attributes, limit=host.max_attributes)
+    if pairs and window is not None:
+        raise TypeError(
+            "attributes= names one run, and debounce= merges many into one: give the "
+            "debounced run no attributes= (set them from its workflow with "
+            "durable.set_attributes)."
+        )
     if window is not None and (run_id is not None or parent_id is not None or owner):
         raise TypeError(
             "debounce= lets the dispatches of one key share a run, so it picks the run: "
@@ -99,6 +110,8 @@ def create(
         host, call, run_id, parent_id, owner=owner, queue=queue, priority=priority,
         timeout=timeout, key=key, key_concurrency=key_concurrency,
     )  # fmt: skip
+    if pairs:
+        new = dataclasses.replace(new, attributes=pairs)
     target = call.target
     digest = new.call_hash
     if window is not None:

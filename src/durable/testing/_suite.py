@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import _conformance_attributes as attributes
 from . import _conformance_continuing as continuing
 from . import _conformance_control as control
 from . import _conformance_forks as forks
@@ -104,6 +105,9 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     versions.check_only_version_limited_queue,
     versions.check_list_runs_by_version,
     outbox.check_create_run_in_refuses_what_is_no_transaction,
+    attributes.check_attributes_filter_runs,
+    attributes.check_record_attributes_with_its_step,
+    attributes.check_attributes_follow_continue_fork_and_purge,
 )
 
 

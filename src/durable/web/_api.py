@@ -87,6 +87,7 @@ class Api:
             search=inputs.query_text(request, "search"),
             limit=inputs.limit(request),
             cursor=inputs.cursor(request),
+            attributes=inputs.attributes(request),
         )
         return Response.json(page)
 

@@ -190,6 +190,21 @@ def query_texts(request: Request, name: str) -> list[str]:
     return values
 
 
+def attributes(request: Request) -> dict[str, str]:
+    """``?attr.<key>=<value>``, for each key: the attribute filters of a listing."""
+    chosen: dict[str, str] = {}
+    for name, values in request.query.items():
+        if name.startswith("attr."):
+            for value in (name, *values):
+                check_text(value, f"The query parameter {name!r}")
+            if len(set(values)) > 1:
+                raise HTTPError(
+                    400, f"{name} is given {len(values)} times; a run holds one value per key."
+                )
+            chosen[name.removeprefix("attr.")] = values[-1]
+    return chosen
+
+
 def path_params(path: str, params: dict[str, str]) -> dict[str, str]:
     """The values a route matched in *path* (``/api/v1/<collection>/...``), checked
     like any text."""

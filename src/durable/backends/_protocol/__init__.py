@@ -1,6 +1,6 @@
 """The storage seam: what durable needs from a database, in domain terms.
 
-`Backend` is what a backend implements: seven roles, each a Protocol of its own, plus
+`Backend` is what a backend implements: eight roles, each a Protocol of its own, plus
 `close`. The roles split the contracts by concern, for reading and for code that
 needs only one of them:
 
@@ -10,7 +10,8 @@ needs only one of them:
 * `InspectionStore` (inspection.py): listing, statistics, retries, actions, purging;
 * `ControlStore` (control.py): cancelling, pausing and resuming runs;
 * `ScheduleStore` (schedules.py): schedules stored, found due, and advanced;
-* `QueueStore` (queues.py): the limits queues declare, and how queues are used.
+* `QueueStore` (queues.py): the limits queues declare, and how queues are used;
+* `AttributeStore` (attributes.py): what runs are searched by.
 
 Every method is atomic. Payloads arrive and leave as opaque bytes. Times are seconds
 since the epoch on the backend's own clock (the database clock on PostgreSQL), which is
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from .attributes import AttributeStore
 from .control import ControlStore
 from .history import HistoryStore
 from .inspection import InspectionStore
@@ -32,6 +34,7 @@ from .waits import TIMERS, WaitStore, Watch
 
 __all__ = [
     "TIMERS",
+    "AttributeStore",
     "Backend",
     "ControlStore",
     "HistoryStore",
@@ -53,6 +56,7 @@ class Backend(
     ControlStore,
     ScheduleStore,
     QueueStore,
+    AttributeStore,
     Protocol,
 ):
     """Where runs and their histories live: every role of the storage seam."""

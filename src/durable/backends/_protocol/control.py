@@ -80,7 +80,9 @@ class ControlStore(Protocol):
         copy of each of the original's steps at a position below *before* whose status
         is finished (COMPLETED or FAILED), identical but for its ``run_id``. Unfinished
         steps (a RUNNING task, a WAITING wait, a RETRYING call) are not copied: the fork
-        makes those calls again. Nothing else is copied: not the original's events,
+        makes those calls again. The original's attributes are copied as they are now
+        (steps that set them are copied, and replayed, not run). Nothing else is
+        copied: not the original's events,
         actions, outcome or ``state``, nor its children. The original is not changed.
         ``queue:<name>`` is notified.
 

@@ -29,7 +29,8 @@ class RunStore(Protocol):
         ``new.lease`` seconds; without an owner it is QUEUED at epoch 0, claimable by
         `claim_next` in ``new.queue``, and ``queue:<name>`` is notified; or, with a
         ``new.start_at``, WAITING with that ``wake_at`` (no ``waiting_on``), and
-        `TIMERS` is notified: `WaitStore.wake_due` queues it then.
+        `TIMERS` is notified: `WaitStore.wake_due` queues it then. ``new.attributes``
+        are written in the same transaction, only if the run is created.
 
         Returns:
             The stored run and whether this call created it. When two callers race,
@@ -59,7 +60,7 @@ class RunStore(Protocol):
 
     def create_runs(self, news: Sequence[NewRun]) -> Sequence[str]:
         """`create_run` for many runs at once (no owner, no key limit; schedules fire
-        their ticks so): each is created, QUEUED or WAITING until its ``start_at``,
+        their ticks so; no attributes): each is created, QUEUED or WAITING until its ``start_at``,
         unless a run has its id. Returns the ids this call created; ``queue:<name>``
         is notified for their queues, `TIMERS` for the waiting ones."""
         ...
@@ -199,7 +200,8 @@ class RunStore(Protocol):
         * the run becomes CONTINUED (finished: ``finished_at`` set, lease dropped);
         * *successor* (no owner; its id `durable.core.chains.successor_id` of *run_id*)
           is created QUEUED, as by `create_run`, with the run's cancel and pause
-          requests carried over;
+          requests carried over, and its attributes copied (``successor.attributes``
+          are not used);
         * the run's unconsumed events move to the successor's inbox, in their order
           (an event sent to the run before this commits is the successor's; a
           `send_event` after it follows the chain);

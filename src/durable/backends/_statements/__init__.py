@@ -5,7 +5,8 @@ time the backend (`durable.backends.sql`) sends the compiled text straight to th
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
 serve, one module each: runs.py, continuing.py, history.py, waits.py, inspection.py, control.py,
-schedules.py and queues.py, on the shared pieces of base.py. Every write is a single statement, so
+schedules.py, queues.py and attributes.py, on the shared pieces of base.py. Every write is a
+single statement, so
 each is its own short transaction:
 
 * recording a step is one ``INSERT ... SELECT ... WHERE EXISTS (run at my epoch)
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .attributes import AttributeStatements
 from .continuing import ContinuingStatements
 from .control import ControlStatements
 from .history import HistoryStatements
@@ -38,6 +40,7 @@ class Queries(
     ControlStatements,
     ScheduleStatements,
     QueueStatements,
+    AttributeStatements,
 ):
     """Every statement the backend runs, compiled for one dialect: one attribute each."""
 
@@ -51,3 +54,4 @@ class Queries(
         self._define_control()
         self._define_schedules()
         self._define_queues()
+        self._define_attributes()

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from durable.backends._schema import actions, attempts, events, history, runs
 from durable.core.records import RunQuery, RunStatus, StepKind, StepStatus
 
+from .attributes import attribute_filter, holders_count
 from .base import FINISHED, Compiler, Statement, bind, constant
 
 _RETRYABLE = (RunStatus.FAILED.value, RunStatus.DEAD.value)
@@ -35,6 +36,8 @@ def query_values(query: RunQuery) -> dict[str, Any]:
         "after_id": None if query.after is None else query.after[1],
         "version": query.version,
     }
+    for index, (key, text) in enumerate(query.attributes):
+        values[f"attr_key_{index}"], values[f"attr_value_{index}"] = key, text
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -259,6 +262,9 @@ class RunListings:
         return statement
 
     def _listing(self, values: dict[str, Any], count: bool) -> Any:
+        alone = {"attr_key_0", "attr_value_0", "attr_drive_0"}
+        if count and "attr_key_0" in values and set(values) <= alone:
+            return holders_count()  # one attribute and nothing else: its index alone
         r = runs.c
         where: list[Any] = []
         if "workflow" in values:
@@ -281,6 +287,11 @@ class RunListings:
             where.append(position(r.id, needle) > 0)
         if "version" in values:
             where.append(r.version == sa.bindparam("version", type_=sa.Text))
+        where += [
+            attribute_filter(i, drive=f"attr_drive_{i}" in values)
+            for i in range(len(values))
+            if f"attr_key_{i}" in values
+        ]
         if "after_created" in values:
             after = sa.bindparam("after_created", type_=sa.Double)
             where.append(r.created_at <= after)  # a plain bound first: an index range

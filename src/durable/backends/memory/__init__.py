@@ -17,6 +17,7 @@ import threading
 from durable.backends._hub import Hub
 from durable.core.clock import SYSTEM_CLOCK, Clock
 
+from ._attributes import MemoryAttributes
 from ._continuing import MemoryContinuing
 from ._control import MemoryControl
 from ._history import MemoryHistory
@@ -38,6 +39,7 @@ class MemoryBackend(
     MemoryControl,
     MemorySchedules,
     MemoryQueues,
+    MemoryAttributes,
 ):
     """An in-process backend for tests and demos. Nothing survives the process."""
 
@@ -51,6 +53,7 @@ class MemoryBackend(
         self._event_ids = itertools.count(1)
         self._actions = []
         self._attempts = []
+        self._attributes = {}
         self._schedules = {}
         self._held = {}
         self._queues = {}

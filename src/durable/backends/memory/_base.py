@@ -7,6 +7,7 @@ import itertools
 import threading
 
 from durable.backends._hub import Hub
+from durable.core.attributes import Attributes, AttributeValue, canonical
 from durable.core.clock import Clock
 from durable.core.records import Action, Event, NewRun, Outcome, Run, RunStatus, Step, evolve
 from durable.errors import StorageError
@@ -31,6 +32,8 @@ class MemoryBase:
     _actions: list[Action]
     #: outcomes erased by retries: (run id, kind, the run's workflow, the outcome).
     _attempts: list[tuple[str, str, str, Outcome]]
+    #: run id -> its attributes (see `MemoryAttributes`).
+    _attributes: dict[str, dict[str, AttributeValue]]
     _closed: bool
     _hub: Hub
 
@@ -45,6 +48,21 @@ class MemoryBase:
     def _notify(self, topics: list[str]) -> None:
         for topic in topics:
             self._hub.notify(topic)
+
+    def _set_attributes(self, run_id: str, attributes: Attributes) -> None:
+        """Set *attributes* on *run_id* (the lock held)."""
+        if attributes:
+            self._attributes.setdefault(run_id, {}).update(attributes)
+
+    def _copy_attributes(self, source: str, target: str) -> None:
+        """Give *target* the attributes of *source* (the lock held)."""
+        if self._attributes.get(source):
+            self._attributes[target] = dict(self._attributes[source])
+
+    def _has_attributes(self, run_id: str, pairs: tuple[tuple[str, str], ...]) -> bool:
+        """Whether *run_id* holds every (key, canonical text) of *pairs* (the lock held)."""
+        held = self._attributes.get(run_id, {})
+        return all(key in held and canonical(held[key]) == text for key, text in pairs)
 
 
 def written_over(stored: Step, existing: Step | None) -> Step:

@@ -59,6 +59,7 @@ class MemoryContinuing(MemoryBase):
             )
             self._runs[successor.id] = queued_run(successor, now, requests=run)
             self._history[successor.id] = {}
+            self._copy_attributes(run_id, successor.id)
             inbox = self._events.pop(run_id, [])
             kept = [event for event in inbox if event.consumed_position is not None]
             moved = [

@@ -173,6 +173,7 @@ class MemoryControl(MemoryBase):
             now = self.now()
             run = queued_run(new, now)
             self._runs[new.id] = run
+            self._copy_attributes(original_id, new.id)
             self._history[new.id] = {
                 position: dataclasses.replace(step, run_id=new.id)
                 for position, step in sorted(self._history.get(original_id, {}).items())

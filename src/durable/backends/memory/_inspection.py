@@ -41,6 +41,7 @@ class MemoryInspection(MemoryBase):
                 and (query.id_contains is None or query.id_contains in run.id)
                 and (query.after is None or (run.created_at, run.id) < query.after)
                 and (query.version is None or run.version == query.version)
+                and (not query.attributes or self._has_attributes(run.id, query.attributes))
             )
 
         with self._lock:
@@ -203,6 +204,7 @@ class MemoryInspection(MemoryBase):
                     del self._runs[run_id]
                     self._history.pop(run_id, None)
                     self._events.pop(run_id, None)
+                    self._attributes.pop(run_id, None)
                 gone = set(going)
                 self._actions = [a for a in self._actions if a.run_id not in gone]
                 self._attempts = [a for a in self._attempts if a[0] not in gone]

@@ -69,6 +69,7 @@ class MemoryRuns(MemoryBase):
             )
             self._runs[new.id] = run
             self._history[new.id] = {}
+            self._set_attributes(new.id, new.attributes)
             if new.parent_id is not None:
                 self._children.setdefault(new.parent_id, set()).add(new.id)
         if not owned:

@@ -39,6 +39,7 @@ from durable.backends._relaxed import RelaxedCommits
 from durable.backends._statements import Queries
 from durable.errors import ConfigurationError
 
+from ._attributes import SQLAttributes
 from ._continuing import SQLContinuing
 from ._control import SQLControl
 from ._history import SQLHistory
@@ -64,6 +65,7 @@ class SQLBackend(
     SQLControl,
     SQLSchedules,
     SQLQueues,
+    SQLAttributes,
 ):
     """A backend on SQLite or PostgreSQL.
 

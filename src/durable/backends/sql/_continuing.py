@@ -27,6 +27,7 @@ class SQLContinuing(SQLBase):
     _record_in: Callable[[Session, Step, int], tuple[Step, int] | None]
     #: from `SQLQueues`: a run with its own key limit gives its queue a row.
     _ensure_queue: Callable[[Any, str], None]
+    _copy_attributes: Callable[[Any, str, str], None]
 
     def continue_run(
         self,
@@ -67,6 +68,7 @@ class SQLContinuing(SQLBase):
                 if ended[1]:
                     self._execute(session, sql.carry_requests, {**moving, "requests": ended[1]})
                 self._execute(session, sql.move_events, moving)
+                self._copy_attributes(session, run_id, successor.id)
                 self._execute(session, sql.adopt_children, moving)
                 return [ended[0], created[0]]
 

@@ -22,6 +22,7 @@ class SQLControl(SQLBase):
 
     _wake_parents: Callable[[Session, Rows], Rows]
     _ensure_queue: Callable[[Session, str], None]
+    _copy_attributes: Callable[[Any, str, str], None]
 
     def cancel_run(self, run_id: str) -> Run | None:
         """See `ControlStore.cancel_run`."""
@@ -109,6 +110,7 @@ class SQLControl(SQLBase):
                 if created:
                     copy = {"id": new.id, "original": original_id, "before": before}
                     self._execute(conn, self._sql.fork_steps, copy)
+                    self._copy_attributes(conn, original_id, new.id)
                 row = self._execute(conn, self._sql.get_run, {"id": new.id}).fetchone()
             self._announce(created)
             existing = None if row is None else _rows.run(row)

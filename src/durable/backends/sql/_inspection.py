@@ -27,10 +27,12 @@ class SQLInspection(SQLBase):
 
     #: (cutoff, the last run looked at) of the last purge: see `purge`.
     _purged_to: tuple[float, tuple[float, str]] | None
+    _choose_driver: Callable[..., None]
 
     def list_runs(self, query: RunQuery, *, limit: int) -> Sequence[Run]:
         """See `InspectionStore.list_runs`."""
         values = self._query_values(query)
+        self._choose_driver(values, count=False)
         statement = self._sql.inspect.listing(values, count=False)
         values["limit"] = max(1, limit)
         return self._db.run(
@@ -43,6 +45,7 @@ class SQLInspection(SQLBase):
     def count_runs(self, query: RunQuery) -> int:
         """See `InspectionStore.count_runs`."""
         values = self._query_values(query)
+        self._choose_driver(values, count=True)
         statement = self._sql.inspect.listing(values, count=True)
         return int(
             self._db.run(
@@ -178,6 +181,7 @@ class SQLInspection(SQLBase):
                 self._execute(session, self._sql.purge_events, ids)
                 self._execute(session, self._sql.purge_actions, ids)
                 self._execute(session, self._sql.purge_attempts, ids)
+                self._execute(session, self._sql.purge_attributes, ids)
             return len(gone), end
 
         count, end = self._db.run("Purging finished runs", body)

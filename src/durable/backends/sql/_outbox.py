@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 
 from durable.backends import _rows
 from durable.backends._schema import runs
+from durable.core.attributes import Attributes
 from durable.core.records import NewRun, Run
 from durable.errors import ConfigurationError, StorageError
 
@@ -57,6 +59,8 @@ class SQLOutbox(SQLBase):
     url: Any
     #: Caller engines already found on this database: asked once each.
     _same_engines: weakref.WeakSet[Any]
+    #: from `SQLAttributes`: the parameters that set a run's attributes.
+    _attribute_values: Callable[[str, Attributes], dict[str, Any]]
     #: durable's (database, server start, schema) on PostgreSQL, read once.
     _pg_home: tuple[str, str, str] | None = None
 
@@ -71,6 +75,10 @@ class SQLOutbox(SQLBase):
             row = conn.execute(self._sql.queued_run_clause, values, execution_options=options)
             first = row.fetchone()
             if first is not None:
+                if new.attributes:
+                    attributes = self._attribute_values(new.id, new.attributes)
+                    clause = self._sql.set_attributes_clause
+                    conn.execute(clause, attributes, execution_options=options)
                 return created_run(new, first[1], None, first[2]), True
             query = sa.select(*runs.c).where(runs.c.id == new.id)
             existing = conn.execute(query, execution_options=options).fetchone()

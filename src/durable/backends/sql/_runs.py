@@ -11,7 +11,7 @@ from typing import Any
 
 from durable.backends import _rows
 from durable.backends._connections import Session
-from durable.backends._group import GroupCommit, Rows, Write, one_by_one
+from durable.backends._group import GroupCommit, Rows, Then, Write, one_by_one
 from durable.backends._statements.history import RECORD_ORDER
 from durable.core.records import NewRun, Run, RunStatus, Step
 from durable.core.run_options import claim_order, serving
@@ -36,6 +36,7 @@ class SQLRuns(SQLBase):
     _ensure_queue: Callable[[Session, str], None]
     _claim_limited: Callable[..., list[Run] | None]
     _claim_run_limited: Callable[[str, dict[str, Any], Session], Run | None]
+    _with_attributes: Callable[[NewRun], Then]
 
     def now(self) -> float:
         """See `RunStore.now`."""
@@ -58,8 +59,10 @@ class SQLRuns(SQLBase):
         while True:
             # A run created for its owner (execute) skips its own fsync on SQLite:
             # whatever it does next that matters is a synced write (see _relaxed.py).
+            then = self._with_attributes(new) if new.attributes else None
+            params = statement.params(values)
             rows, retried = self._new_runs.write(
-                statement.sql, statement.params(values), name="Creating runs", synced=not owned
+                statement.sql, params, then, name="Creating runs", synced=not owned
             )
             if rows:
                 row = rows[0]

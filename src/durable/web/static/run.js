@@ -189,7 +189,8 @@ function renderRun(run, showEventForm) {
   // not timed_out: its deadline has passed, so a retried run would time out at once
   $("retry-run").hidden = session.read_only || !["failed", "dead"].includes(run.status);
   showEventForm(run.waiting && run.waiting.kind === "event" ? run.waiting.event : null);
-  renderState(run.state || {});
+  renderPairs("run-state-box", "state-body", run.state || {});
+  renderPairs("run-attributes-box", "attributes-body", run.attributes || {});
   drawTimeline($("timeline-box"), run);
   const history = run.history || [];
   const changes = stateChanges(history);
@@ -234,11 +235,12 @@ function renderChildren(children) {
   box.replaceChildren(...parts);
 }
 
-/* The run's properties as last stored, one row each (hidden when it has none). */
-function renderState(state) {
-  const entries = Object.entries(state);
-  $("run-state-box").hidden = entries.length === 0;
-  syncRows($("state-body"), entries, ([key]) => key, (row, [key, value]) => {
+/* The run's properties as last stored, or its attributes: one row each, in the box
+   *boxId* (hidden when there are none). */
+function renderPairs(boxId, bodyId, values) {
+  const entries = Object.entries(values);
+  $(boxId).hidden = entries.length === 0;
+  syncRows($(bodyId), entries, ([key]) => key, (row, [key, value]) => {
     if (row.cells.length === 0) row.append(el("th", null, { scope: "row" }), el("td"));
     const [name, shown] = Array.from(row.cells);
     name.textContent = key;

@@ -6,7 +6,7 @@ import { conditionalGet } from "./http.js";
 const PAGE_SIZE = "50";
 
 /* Kept while the tab lives, so coming back from a run finds the same filters. */
-const filters = { status: "", workflow: "", version: "", search: "", since: "" };
+const filters = { status: "", workflow: "", version: "", search: "", attr: "", since: "" };
 
 /* Mount the page into #view; refreshNow() asks the poller for an immediate refresh. */
 export function runsPage(refreshNow) {
@@ -41,7 +41,10 @@ export function runsPage(refreshNow) {
 
   async function refresh() {
     const query = new URLSearchParams({ limit: PAGE_SIZE });
-    for (const [name, value] of Object.entries(filters)) if (value) query.set(name, value);
+    for (const [name, value] of Object.entries(filters)) {
+      if (value && name !== "attr") query.set(name, value);
+    }
+    if (!addAttributes(query, filters.attr, form.elements.attr)) return;
     const cursor = cursors[cursors.length - 1];
     if (cursor) query.set("cursor", cursor);
     const { data, changed: fresh } = await get("api/v1/runs?" + query.toString());
@@ -56,8 +59,29 @@ export function runsPage(refreshNow) {
   return { refresh };
 }
 
+/* "customer=c-42 region=eu" as ?attr.customer=c-42&attr.region=eu; false (the input
+   marked invalid, nothing fetched) while a pair has no "=". */
+function addAttributes(query, text, input) {
+  const pairs = text.split(/\s+/).filter(Boolean);
+  const bad = pairs.find((pair) => pair.indexOf("=") < 1);
+  input.setCustomValidity(bad ? `"${bad}" is not key=value` : "");
+  if (bad) return false;
+  for (const pair of pairs) {
+    const at = pair.indexOf("=");
+    query.set("attr." + pair.slice(0, at), pair.slice(at + 1));
+  }
+  return true;
+}
+
+/* key=value, key=value: attributes as a filter matches them. */
+function attributesText(attributes) {
+  return Object.entries(attributes || {})
+    .map(([key, value]) => `${key}=${typeof value === "string" ? value : JSON.stringify(value)}`)
+    .join(", ");
+}
+
 function fillRow(row, run) {
-  const [status, id, workflow, version, created, duration] = cells(row, 6);
+  const [status, id, workflow, version, created, duration, attributes] = cells(row, 7);
   if (!status.firstChild) {
     status.append(el("span"));
     id.append(runLink(run.id));
@@ -68,4 +92,5 @@ function fillRow(row, run) {
   version.textContent = run.version ?? "-";
   timeCell(created, run.created_at);
   duration.textContent = formatDuration(run.duration);
+  attributes.textContent = attributesText(run.attributes);
 }
