@@ -129,6 +129,12 @@ def _v11_to_v12(dialect: sa.Dialect, execute: Execute) -> None:
         execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
 
 
+def _v12_to_v13(dialect: sa.Dialect, execute: Execute) -> None:
+    """Traces: the trace context of the code that created each run."""
+    column = CreateColumn(runs.c.trace_context).compile(dialect=dialect)
+    execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -142,6 +148,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     9: _v9_to_v10,
     10: _v10_to_v11,
     11: _v11_to_v12,
+    12: _v12_to_v13,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

@@ -14,6 +14,7 @@ from . import _conformance_queues as queues
 from . import _conformance_runs as runs
 from . import _conformance_schedules as schedules
 from . import _conformance_search as search
+from . import _conformance_traces as traces
 from . import _conformance_versions as versions
 from . import _conformance_waits as waits
 from ._conformance import MakeBackend
@@ -104,6 +105,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     versions.check_only_version_limited_queue,
     versions.check_list_runs_by_version,
     outbox.check_create_run_in_refuses_what_is_no_transaction,
+    traces.check_trace_context_round_trip,
 )
 
 

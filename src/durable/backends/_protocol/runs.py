@@ -29,7 +29,8 @@ class RunStore(Protocol):
         ``new.lease`` seconds; without an owner it is QUEUED at epoch 0, claimable by
         `claim_next` in ``new.queue``, and ``queue:<name>`` is notified; or, with a
         ``new.start_at``, WAITING with that ``wake_at`` (no ``waiting_on``), and
-        `TIMERS` is notified: `WaitStore.wake_due` queues it then.
+        `TIMERS` is notified: `WaitStore.wake_due` queues it then. The run keeps
+        ``new.trace_context`` as it is (as `continue_run`, `fork_run`, `debounce_run`).
 
         Returns:
             The stored run and whether this call created it. When two callers race,
