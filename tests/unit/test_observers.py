@@ -46,7 +46,8 @@ class Recorder:
 
 
 @pytest.fixture
-def env() -> Iterator[tuple[DurableEnv, Recorder]]:
+def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[DurableEnv, Recorder]]:
+    monkeypatch.setenv("DURABLE_TRACING", "0")  # the recorder alone: no span observer
     with DurableEnv() as environment:
         recorder = Recorder()
         environment.engine.observers.add(recorder)

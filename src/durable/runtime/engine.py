@@ -63,6 +63,11 @@ class Engine(Host):
             a process without one and not started yet), so that a deploy leaves the
             runs other versions created or started to the processes that run their
             code (see docs/howto/workers.md, "Blue/green deploys"). Needs *version*.
+        tracing: make OpenTelemetry spans of executions and task attempts, and store
+            the caller's trace context with each run created (docs/howto/observability.md).
+            Default: ``$DURABLE_TRACING`` (0 turns it off), else on when
+            ``opentelemetry-api`` is installed (``durable[otel]``); True without it is
+            a `ConfigurationError`.
     """
 
     # -- running calls ---------------------------------------------------------------
