@@ -35,6 +35,7 @@ from .errors import (
 )
 from .runtime.defaults import configure, get_engine
 from .runtime.engine import Engine
+from .runtime.logs import logger
 from .runtime.worker import Worker
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "heartbeat",
     "info",
     "last_heartbeat",
+    "logger",
     "now",
     "patched",
     "pause",
