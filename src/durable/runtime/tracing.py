@@ -19,7 +19,7 @@ import importlib.util
 import json
 import os
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from durable.errors import ConfigurationError
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 #: ``DURABLE_TRACING=0`` turns spans off where the code does not say.
 TRACING_ENV = "DURABLE_TRACING"
+
+_NOTHING = nullcontext()
 
 #: Outcomes that are not errors: the span's status is OK (`observers.OUTCOMES`).
 _FINE = frozenset({"completed", "released", "continued"})
@@ -67,6 +69,10 @@ class Spans:
         from opentelemetry import context, propagate, trace
 
         self._context, self._propagate, self._trace = context, propagate, trace
+        #: the providers whose spans do nothing: the API's stand-in before the
+        #: application sets one (which it may do at any time), and its no-op.
+        self._idle = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self._set = False
         # A proxy until the application sets a provider: then it delegates to that one.
         self._tracer = trace.get_tracer("durable")
         #: run id -> its execution's context here: the parent of its attempts run on
@@ -83,8 +89,22 @@ class Spans:
     def created(self, run: Any) -> None:
         """Nothing: the run's context was taken as it was made (`carrier`)."""
 
+    def execution(self, seen: Execution) -> AbstractContextManager[None]:
+        return self._execution(seen) if self._live() else _NOTHING
+
+    def attempt(self, seen: Attempt) -> AbstractContextManager[None]:
+        return self._attempt(seen) if self._live() else _NOTHING
+
+    def _live(self) -> bool:
+        """Whether the application has set a tracer provider: without one, a span per
+        call would be made for nothing. Once set, the global provider stays."""
+        if self._set:
+            return True
+        self._set = type(self._trace.get_tracer_provider()) not in self._idle
+        return self._set
+
     @contextmanager
-    def execution(self, seen: Execution) -> Iterator[None]:
+    def _execution(self, seen: Execution) -> Iterator[None]:
         run = seen.run
         parent = self._extract(run.trace_context)
         attributes: dict[str, Any] = {
@@ -108,7 +128,7 @@ class Spans:
             self._end(span, seen.outcome, seen.error)
 
     @contextmanager
-    def attempt(self, seen: Attempt) -> Iterator[None]:
+    def _attempt(self, seen: Attempt) -> Iterator[None]:
         parent = None
         if not self._trace.get_current_span().get_span_context().is_valid:
             parent = self._executions.get(seen.run_id)
