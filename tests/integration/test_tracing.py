@@ -4,6 +4,7 @@ wherever the run executes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -208,6 +209,35 @@ def test_a_resumed_run_is_a_second_execution_span_without_its_replayed_positions
         for span in named[f"durable.task {add_one.name}"]
     ]
     assert positions == [(_id(first), 0), (_id(second), 2)]
+
+
+@task
+async def add_async(x: int) -> int:
+    return x + 1
+
+
+@workflow
+async def gathers_async(x: int) -> list[int]:
+    return await durable.gather_async([add_async.bind(x), add_async.bind(x + 1)])
+
+
+def test_an_async_workflows_attempts_are_children_of_its_span(
+    engine: durable.Engine, spans: InMemorySpanExporter
+) -> None:
+    """An async workflow executed on the caller's loop: its span is the caller's
+    child, and its async attempts, gathered on the loop, are children of its span."""
+
+    async def request() -> list[int]:
+        with trace.get_tracer("test").start_as_current_span("request"):
+            return await durable.execute_async(gathers_async.bind(1), id="a1")
+
+    assert asyncio.run(request()) == [2, 3]
+    named = _named(spans)
+    (caller,) = named["request"]
+    (run,) = named[f"durable.run {gathers_async.name}"]
+    assert _parent_of(run) == _id(caller)
+    attempts = named[f"durable.task {add_async.name}"]
+    assert [_parent_of(span) for span in attempts] == [_id(run)] * 2
 
 
 def test_a_failed_run_is_an_error_span_with_its_exception(
