@@ -235,3 +235,10 @@ def test_mounts_benchmark_quick(tmp_path: Path) -> None:
             numbers = line[adapter][kind]
             assert 0 < numbers["ms_p50"] <= numbers["ms_p95"] and numbers["requests_per_s"] > 0
     assert line["fastest_page"] in line and line["fastest_api"] in line
+
+
+def test_tracing_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/tracing.py --quick prints each mode's cost per step, per backend."""
+    for line in run_quick("tracing.py", "memory,sqlite", tmp_path):
+        assert min(line["us_per_step_off"], line["us_per_step_api"], line["us_per_step_sdk"]) > 0
+        assert len(line["us_per_step_sdk_values"]) == line["repetitions"]

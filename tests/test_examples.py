@@ -59,6 +59,22 @@ def test_approval(tmp_path: Path) -> None:
     assert "review requested" not in second, "finished runs return their stored results"
 
 
+def test_tracing(tmp_path: Path) -> None:
+    """tracing.py: the run's span under the request's, its attempts under the run's (the
+    failed one ERROR), and log lines that name the task and attempt."""
+    output = run_example("tracing.py", tmp_path)
+    assert "log: charging o-42, attempt 1 (task __main__.charge, attempt 1)" in output
+    assert "log: charging o-42, attempt 2 (task __main__.charge, attempt 2)" in output
+    tree = output.split("trace:\n", 1)[1].splitlines()
+    assert tree == [
+        "  POST /checkout UNSET",
+        "    durable.run __main__.checkout completed OK",
+        "      durable.task __main__.charge position 0 failed ERROR",
+        "      durable.task __main__.charge position 0 completed OK",
+        "      durable.task __main__.ship position 1 completed OK",
+    ]
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.py")))
 def test_every_example_has_a_test(name: str) -> None:
     """No example goes untested: each file in examples/ has a test above."""

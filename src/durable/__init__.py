@@ -37,6 +37,7 @@ from .errors import (
 )
 from .runtime.defaults import configure, get_engine
 from .runtime.engine import Engine
+from .runtime.logs import logger
 from .runtime.worker import Worker
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "heartbeat",
     "info",
     "last_heartbeat",
+    "logger",
     "now",
     "patched",
     "pause",

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from durable.backends import Backend
 from durable.backends._protocol.queues import QueueUsage
 from durable.core.chains import successor_id
+from durable.core.events import Event
 from durable.core.queues import Queue
 from durable.core.records import (
     CANCEL_REQUEST,
     PAUSE_REQUEST,
-    Event,
     NewRun,
     Run,
     RunStatus,

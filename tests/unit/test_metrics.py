@@ -36,7 +36,8 @@ def sleeps_an_hour(n: int) -> int:
 
 
 @pytest.fixture
-def env() -> Iterator[DurableEnv]:
+def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[DurableEnv]:
+    monkeypatch.setenv("DURABLE_TRACING", "0")  # the metrics observer alone: no spans
     with DurableEnv(start=DAY) as world:
         yield world
 

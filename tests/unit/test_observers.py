@@ -46,7 +46,8 @@ class Recorder:
 
 
 @pytest.fixture
-def env() -> Iterator[tuple[DurableEnv, Recorder]]:
+def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[DurableEnv, Recorder]]:
+    monkeypatch.setenv("DURABLE_TRACING", "0")  # the recorder alone: no span observer
     with DurableEnv() as environment:
         recorder = Recorder()
         environment.engine.observers.add(recorder)
@@ -169,3 +170,25 @@ def test_an_attempt_that_fails_past_its_limit_is_seen_timed_out(env: Any) -> Non
     clocks[:] = [environment.clock]
     assert environment.execute(impatient) == "timed out"
     assert ("task-end", "timed_out", "TaskTimeout") in recorder.events
+
+
+class Carrying(Recorder):
+    """A recorder that also propagates a trace context."""
+
+    def carrier(self) -> str | None:
+        return '{"traceparent": "00-ab-cd-01"}'
+
+
+def test_a_carrier_is_stored_with_each_run_created_and_its_successor(env: Any) -> None:
+    """An observer with ``carrier()`` gives each run created here its trace context (a
+    chain's next run keeps it); without one, runs have none."""
+    environment, recorder = env
+    plain = environment.dispatch(counts_down, 0)
+    environment.engine.observers.remove(recorder)
+    environment.engine.observers.add(Carrying())
+    carried = environment.dispatch(counts_down, 1)
+    environment.run_until_idle()
+    assert plain.run().trace_context is None
+    assert carried.run().trace_context == '{"traceparent": "00-ab-cd-01"}'
+    successor = durable.get(f"{carried.id}~1").run()
+    assert successor.trace_context == '{"traceparent": "00-ab-cd-01"}'

@@ -135,6 +135,12 @@ def _v12_to_v13(dialect: sa.Dialect, execute: Execute) -> None:
     create_table(run_attributes, dialect, execute)
 
 
+def _v13_to_v14(dialect: sa.Dialect, execute: Execute) -> None:
+    """Traces: the trace context of the code that created each run."""
+    column = CreateColumn(runs.c.trace_context).compile(dialect=dialect)
+    execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -149,6 +155,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     10: _v10_to_v11,
     11: _v11_to_v12,
     12: _v12_to_v13,
+    13: _v13_to_v14,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

@@ -6,11 +6,11 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from durable.core.events import Event
 from durable.core.records import (
     CANCEL_REQUEST,
     PAUSE_REQUEST,
     STEP_SETTERS,
-    Event,
     Run,
     RunStatus,
     Step,
@@ -58,6 +58,7 @@ def run(row: Sequence[Any]) -> Run:
         key_limit=row[24],
         version=row[26],
         origin=row[27],
+        trace_context=row[28],
     )
 
 

@@ -55,6 +55,9 @@ runs = sa.Table(
     # the run, and the run whose history a fork copied (its origin).
     sa.Column("version", sa.Text),
     sa.Column("origin", sa.Text),
+    # Added in version 14 (traces): the W3C trace context of the code that created the
+    # run (JSON: traceparent, tracestate), its executions' spans' parent.
+    sa.Column("trace_context", sa.Text),
     # recover() and the lease sweep look for RUNNING runs by lease expiry.
     sa.Index("durable_runs_status_lease", "status", "lease_until"),
     sa.Index("durable_runs_created", "created_at"),
@@ -325,7 +328,7 @@ debounce_index = sa.Index(
 )
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 Execute = Callable[[str], None]
 

@@ -15,6 +15,7 @@ from durable.core.run_options import check_version
 from durable.errors import ConfigurationError
 from durable.runtime.defaults import configure
 from durable.runtime.host import VERSION_ENV
+from durable.runtime.logs import JsonFormatter, RunFields, TextFormatter
 from durable.runtime.worker import Worker
 
 from .common import add_db_option, import_modules
@@ -28,6 +29,7 @@ examples:
   durable worker jobs.py --queue emails --queue reports --lease 60
   durable worker myapp.workflows --version 2024-11-24.1 --only-version   # blue/green
   durable worker myapp.workflows --metrics-port 9464 --metrics-host 0.0.0.0   # Prometheus
+  durable worker myapp.workflows --log-format json   # one JSON object per line
   DURABLE_DATABASE_URL=sqlite:///app.db python -m durable worker myapp.workflows
 
 Stop with SIGTERM or Ctrl-C: running work is handed back at its next durable call (or
@@ -104,6 +106,12 @@ def add_command(commands: Any) -> None:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="default: INFO",
     )
+    worker.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text lines, or one JSON object per line with the run fields (default: text)",
+    )
     worker.set_defaults(handler=run_worker, parser=worker)
 
 
@@ -148,9 +156,10 @@ def run_worker(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if args.log_format == "json" else TextFormatter())
+    handler.addFilter(RunFields())  # the application's own loggers' records too
+    logging.basicConfig(level=args.log_level, handlers=[handler])
     try:
         import_modules(args.modules)
     except Exception as error:

@@ -170,6 +170,8 @@ class NewRun:
     origin: str | None = None
     #: what the run is searched by (`durable.core.attributes`), written with it.
     attributes: tuple[tuple[str, str | int | float | bool], ...] = ()
+    #: see `Run.trace_context`.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,6 +217,9 @@ class Run:
     version: str | None = None
     #: the run whose history this one's first positions were copied from (a fork).
     origin: str | None = None
+    #: the W3C trace context (JSON: traceparent, tracestate) of the code that created
+    #: it, where tracing is on: its executions' spans are children of that span.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -247,20 +252,6 @@ class Step:
     #: `durable.set_state` set), when they changed in the code that ended here: a
     #: snapshot for readers (`Handle.state()`), never read by replay.
     state: bytes | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Event:
-    """An event sent to a run: kept in its inbox until a wait consumes it."""
-
-    id: int
-    run_id: str
-    name: str
-    payload: bytes
-    sent_at: float
-    sender: str | None = None
-    key: str | None = None
-    consumed_position: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from durable.core.chains import predecessor_id, successor_id
+from durable.core.events import Event
 from durable.core.records import (
     Action,
-    Event,
     Run,
     RunStatus,
     Step,

@@ -81,4 +81,5 @@ def successor(run: Run, handover: ContinueAsNew) -> NewRun:
         timeout=timeout,
         key=run.key,
         key_limit=run.key_limit,
+        trace_context=run.trace_context,  # each link's spans: under the chain's creator
     )

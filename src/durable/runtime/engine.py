@@ -65,6 +65,11 @@ class Engine(Host):
             code (see docs/howto/workers.md, "Blue/green deploys"). Needs *version*.
         max_attributes: the most attributes one run may hold (32 by default): more, at
             dispatch or from `durable.set_attributes`, is refused with ValueError.
+        tracing: make OpenTelemetry spans of executions and task attempts, and store
+            the caller's trace context with each run created (docs/howto/observability.md).
+            Default: ``$DURABLE_TRACING`` (0 turns it off), else on when
+            ``opentelemetry-api`` is installed (``durable[otel]``); True without it is
+            a `ConfigurationError`.
     """
 
     # -- running calls ---------------------------------------------------------------

@@ -27,6 +27,7 @@ from . import registry
 from .fanout import Fanout
 from .leases import Leases
 from .observers import Observers
+from .tracing import Spans, tracing_wanted
 
 log = logging.getLogger("durable")
 
@@ -88,6 +89,7 @@ class Host:
         version: str | None = None,
         only_version: bool = False,
         max_attributes: int = DEFAULT_MAX_ATTRIBUTES,
+        tracing: bool | None = None,
     ) -> None:
         if lease <= 0:
             raise ConfigurationError(f"lease must be a positive number of seconds, got {lease}.")
@@ -116,6 +118,7 @@ class Host:
                 f"so it needs one: give version= (or set ${VERSION_ENV})."
             )
         self.only_version = bool(only_version)
+        traced = tracing_wanted(tracing)
         signer = signing.signer_from(secret_key, old_secret_keys)
         self.backend: Backend = backend or open_backend(url or DEFAULT_URL, clock=clock)
         self.lease = lease
@@ -144,6 +147,8 @@ class Host:
         self.leases = Leases(self.backend, lease)
         #: what watches the runs executing here: traces, metrics, logs (`observers.py`).
         self.observers = Observers()
+        if traced:
+            self.observers.add(Spans())
         self._warned_unknown: set[str] = set()
 
     @property

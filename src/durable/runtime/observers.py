@@ -12,12 +12,17 @@ Replayed positions are not attempts: only bodies that run are observed. An execu
 that stops without an outcome (it waits, is paused, loses its lease, drains) ends as
 ``released``: the run goes on in a later execution, which is observed on its own.
 
+An observer that propagates a trace may also have ``carrier()``: the trace context of
+the calling code, as text, stored with each run created here (`Run.trace_context`) so
+that its executions, wherever they run, join that trace (`tracing.py`).
+
 With no observer installed (the default) each hook is one attribute test.
 Observers run inside the engine: they must be cheap, and must not raise.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
@@ -99,10 +104,11 @@ def outcome_of(error: BaseException | None) -> str:
 class Observers:
     """The observers of one engine, called together."""
 
-    __slots__ = ("_all",)
+    __slots__ = ("_all", "_carriers")
 
     def __init__(self) -> None:
         self._all: tuple[Observer, ...] = ()
+        self._carriers: tuple[Callable[[], str | None], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self._all)
@@ -110,10 +116,21 @@ class Observers:
     def add(self, observer: Observer) -> None:
         """Call *observer* from now on (for runs and attempts that start from now)."""
         self._all = (*self._all, observer)
+        self._carriers = _carriers(self._all)
 
     def remove(self, observer: Observer) -> None:
         """Stop calling *observer*."""
         self._all = tuple(o for o in self._all if o is not observer)
+        self._carriers = _carriers(self._all)
+
+    def carrier(self) -> str | None:
+        """The trace context of the calling code to store with a run created now, from
+        the first observer that has one (None: no observer propagates, or no trace)."""
+        for carrier in self._carriers:
+            found = carrier()
+            if found is not None:
+                return found
+        return None
 
     def created(self, run: Run) -> None:
         for observer in self._all:
@@ -167,6 +184,12 @@ class _Around:
                 seen.outcome, seen.error = outcome_of(error), error
         for manager in reversed(self._managers):
             manager.__exit__(kind, error, traceback)
+
+
+def _carriers(observers: tuple[Observer, ...]) -> tuple[Callable[[], str | None], ...]:
+    """The ``carrier`` methods of those *observers* that have one."""
+    found = (getattr(observer, "carrier", None) for observer in observers)
+    return tuple(carrier for carrier in found if callable(carrier))
 
 
 def ended(

@@ -200,6 +200,7 @@ def prepare(
         key=key,
         key_limit=key_concurrency,
         version=host.version,
+        trace_context=host.observers.carrier() if host.observers else None,
     )
 
 

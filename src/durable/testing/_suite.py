@@ -15,6 +15,7 @@ from . import _conformance_queues as queues
 from . import _conformance_runs as runs
 from . import _conformance_schedules as schedules
 from . import _conformance_search as search
+from . import _conformance_traces as traces
 from . import _conformance_versions as versions
 from . import _conformance_waits as waits
 from ._conformance import MakeBackend
@@ -108,6 +109,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     attributes.check_attributes_filter_runs,
     attributes.check_record_attributes_with_its_step,
     attributes.check_attributes_follow_continue_fork_and_purge,
+    traces.check_trace_context_round_trip,
 )
 
 

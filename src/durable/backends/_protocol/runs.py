@@ -30,7 +30,8 @@ class RunStore(Protocol):
         `claim_next` in ``new.queue``, and ``queue:<name>`` is notified; or, with a
         ``new.start_at``, WAITING with that ``wake_at`` (no ``waiting_on``), and
         `TIMERS` is notified: `WaitStore.wake_due` queues it then. ``new.attributes``
-        are written in the same transaction, only if the run is created.
+        are written in the same transaction, only if the run is created. The run keeps
+        ``new.trace_context`` as it is (as `continue_run`, `fork_run`, `debounce_run`).
 
         Returns:
             The stored run and whether this call created it. When two callers race,

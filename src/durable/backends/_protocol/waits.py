@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from durable.core.records import Event, RunStatus, Step
+from durable.core.events import Event
+from durable.core.records import RunStatus, Step
 
 #: The topic notified when a run starts sleeping: workers read `WaitStore.next_wake` again.
 TIMERS = "timers"

@@ -269,6 +269,7 @@ class QueueStatements(Compiler):
             key_limit=bind("key_limit", r.key_limit),
             debounce_key=bind("key", r.debounce_key),
             version=bind("version", r.version),
+            trace_context=bind("trace_context", r.trace_context),
         )
         pushed = insert.excluded.wake_at
         cap = r.created_at + bind("longest", r.wake_at)

@@ -76,6 +76,7 @@ class RunStatements(Compiler):
                 wake_at=bind("wake_at", r.wake_at),
                 version=bind("version", r.version),
                 origin=bind("origin", r.origin),
+                trace_context=bind("trace_context", r.trace_context),
             )
             .on_conflict_do_nothing(index_elements=[r.id])
         )

@@ -9,7 +9,8 @@ import threading
 from durable.backends._hub import Hub
 from durable.core.attributes import Attributes, AttributeValue, canonical
 from durable.core.clock import Clock
-from durable.core.records import Action, Event, NewRun, Outcome, Run, RunStatus, Step, evolve
+from durable.core.events import Event
+from durable.core.records import Action, NewRun, Outcome, Run, RunStatus, Step, evolve
 from durable.errors import StorageError
 
 
@@ -93,4 +94,5 @@ def queued_run(new: NewRun, now: float, *, requests: Run | None = None) -> Run:
         pause_requested=requests is not None and requests.pause_requested,
         deadline_at=None if new.timeout is None else now + new.timeout, key=new.key,
         key_limit=new.key_limit, version=new.version, origin=new.origin,
+        trace_context=new.trace_context,
     )  # fmt: skip

@@ -66,6 +66,7 @@ class MemoryRuns(MemoryBase):
                 wake_at=later,
                 version=new.version,
                 origin=new.origin,
+                trace_context=new.trace_context,
             )
             self._runs[new.id] = run
             self._history[new.id] = {}

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from durable.backends._hub import Watch
 from durable.backends._protocol.waits import TIMERS
 from durable.core.chains import successor_id
-from durable.core.records import Event, RunStatus, Step, StepStatus, awaited, requests
+from durable.core.events import Event
+from durable.core.records import RunStatus, Step, StepStatus, awaited, requests
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
 from ._base import MemoryBase, written_over

@@ -47,6 +47,7 @@ class SQLContinuing(SQLBase):
             "priority": successor.priority, "owned": 0, "timeout": successor.timeout,
             "key": successor.key, "key_limit": successor.key_limit, "wake_at": None,
             "version": successor.version, "origin": successor.origin,
+            "trace_context": successor.trace_context,
         }  # fmt: skip
         moving = {"id": run_id, "successor": successor.id}
 

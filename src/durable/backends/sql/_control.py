@@ -98,6 +98,7 @@ class SQLControl(SQLBase):
             "wake_at": None,
             "version": new.version,
             "origin": new.origin,
+            "trace_context": new.trace_context,
         }
 
         def body(conn: Any, retried: bool) -> Run | None:

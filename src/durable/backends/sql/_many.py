@@ -64,7 +64,7 @@ class SQLMany(SQLBase):
                         "owner": None, "lease": None, "parent_id": None, "queue": new.queue,
                         "priority": new.priority, "owned": 0, "timeout": new.timeout,
                         "key": None, "key_limit": None, "wake_at": new.start_at,
-                        "version": new.version, "origin": None,
+                        "version": new.version, "origin": None, "trace_context": None,
                     }  # fmt: skip
                     rows = self._execute(session, single, values).fetchall()
                     if rows:

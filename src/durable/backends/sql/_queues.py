@@ -135,6 +135,7 @@ class SQLQueues(SQLBase):
             "key_limit": new.key_limit,
             "longest": longest,
             "version": new.version,
+            "trace_context": new.trace_context,
         }
         if new.key_limit is not None:
             self._db.run(

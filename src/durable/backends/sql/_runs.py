@@ -358,6 +358,7 @@ def new_run_values(new: NewRun) -> tuple[dict[str, Any], RunStatus, int]:
         "wake_at": later,
         "version": new.version,
         "origin": new.origin,
+        "trace_context": new.trace_context,
     }
     return values, status, epoch
 
@@ -393,4 +394,5 @@ def created_run(
         wake_at=None if owned else new.start_at,
         version=new.version,
         origin=new.origin,
+        trace_context=new.trace_context,
     )

@@ -19,7 +19,8 @@ from durable.backends._hub import Watch
 from durable.backends._listener import Listener
 from durable.backends._statements.base import CHANNEL
 from durable.core.chains import successor_id
-from durable.core.records import Event, RunStatus, Step, StepStatus, awaited
+from durable.core.events import Event
+from durable.core.records import RunStatus, Step, StepStatus, awaited
 from durable.errors import LeaseLost, RunFinished, RunNotFound
 
 from ._base import SQLBase

@@ -5,7 +5,7 @@
     metrics.instrument(engine)   # into prometheus_client's default registry
 
 ``durable worker --metrics-port 9464`` does this and serves ``/metrics``; the web app
-(`durable.web.make_app`) serves them at ``/metrics`` too. docs/howto/metrics.md lists
+(`durable.web.make_app`) serves them at ``/metrics`` too. docs/howto/observability.md lists
 every metric.
 
 **One set of metrics per registry.** The counters and histograms are registered once in
