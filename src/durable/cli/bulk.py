@@ -9,13 +9,15 @@ rest go on.
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from durable.ops import Operations, OpsError
 
-from .output import BulkReport, InputError, note, print_object, runs
+from .output import InputError, note, print_object, printable
 from .runs import add_filters, filters, operations
 
 Act = Callable[[Operations, str], Mapping[str, Any]]
@@ -135,3 +137,65 @@ def _matching_ids(ops: Operations, chosen: dict[str, Any]) -> list[str]:
 
 def _match(count: int) -> str:
     return f"{runs(count)} match" + ("es" if count == 1 else "")
+
+
+class BulkReport:
+    """The outcome of a bulk action, per run as it comes (table, jsonl, csv) or all at
+    the end (json: ``{"action", "matched", "succeeded", "failed", "items"}``); each item
+    is ``{"id", "ok", "error"}``."""
+
+    def __init__(self, fmt: str, verb: str, matched: int) -> None:
+        self.fmt = fmt
+        self.verb = verb
+        self.matched = matched
+        self.items: list[dict[str, Any]] = []
+        self.failed = 0
+        self._csv = csv.writer(sys.stdout, lineterminator="\n")
+        if fmt == "csv":
+            self._csv.writerow(["id", "ok", "error"])
+
+    def add(self, run_id: str, error: str | None) -> None:
+        """Report one run: done (*error* None) or not, and why."""
+        row = {"id": run_id, "ok": error is None, "error": error}
+        self.items.append(row)
+        self.failed += error is not None
+        if self.fmt == "table":
+            outcome = "ok" if error is None else f"failed: {error}"
+            print(printable(f"{run_id:<32}  {outcome}"))
+        elif self.fmt == "jsonl":
+            print(json.dumps(row, separators=(",", ":")))
+        elif self.fmt == "csv":
+            self._csv.writerow([run_id, "true" if error is None else "false", error or ""])
+        sys.stdout.flush()
+
+    def finish(self) -> None:
+        """The summary: in the json document, else a last line (stderr for jsonl/csv)."""
+        done = len(self.items) - self.failed
+        summary = {
+            "action": self.verb,
+            "matched": self.matched,
+            "succeeded": done,
+            "failed": self.failed,
+        }
+        if self.fmt == "json":
+            print(json.dumps({**summary, "items": self.items}, indent=2))
+            return
+        past = {
+            "cancel": "Cancelled",
+            "pause": "Paused",
+            "resume": "Resumed",
+            "retry": "Retried",
+        }[self.verb]
+        text = f"{past} {done} of {runs(len(self.items))}"
+        text += f"; {self.failed} could not be (see above)." if self.failed else "."
+        if self.matched == 0:
+            text = "No runs match."
+        if self.fmt == "table":
+            print(text)
+        else:
+            note(text)
+
+
+def runs(count: int) -> str:
+    """``1 run``, ``1,204 runs``."""
+    return f"{count:,} run" + ("" if count == 1 else "s")
