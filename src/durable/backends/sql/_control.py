@@ -105,10 +105,12 @@ class SQLControl(SQLBase):
             with self._db.transaction(conn):
                 if self._execute(conn, self._sql.get_run, {"id": original_id}).fetchone() is None:
                     return None
-                if new.key_limit is not None:  # its queue's claims must take the locked way
-                    self._ensure_queue(conn, new.queue)
                 created = self._execute(conn, self._sql.create_queued_run, values).fetchall()
                 if created:
+                    # Its queue's claims must take the locked way: the queue's row, in
+                    # the same commit (none for a fork refused because its id is taken).
+                    if new.key_limit is not None:
+                        self._ensure_queue(conn, new.queue)
                     copy = {"id": new.id, "original": original_id, "before": before}
                     self._execute(conn, self._sql.fork_steps, copy)
                     self._copy_attributes(conn, original_id, new.id)
