@@ -66,6 +66,8 @@ class SQLContinuing(SQLBase):
                 created = self._execute(session, sql.create_queued_run, new).fetchone()
                 if created is None:
                     raise _Refused
+                if successor.key_limit is not None:  # its claims must take the locked way
+                    self._ensure_queue(session, successor.queue)
                 if ended[1]:
                     self._execute(session, sql.carry_requests, {**moving, "requests": ended[1]})
                 self._execute(session, sql.move_events, moving)
@@ -73,11 +75,6 @@ class SQLContinuing(SQLBase):
                 self._execute(session, sql.adopt_children, moving)
                 return [ended[0], created[0]]
 
-        if successor.key_limit is not None:  # its queue's claims must take the locked way
-            self._db.run(
-                f"Declaring queue {successor.queue!r}",
-                lambda conn, _: self._ensure_queue(conn, successor.queue),
-            )
         try:
             topics = self._db.run(f"Continuing run {run_id!r} as {successor.id!r}", body)
         except _Refused:
