@@ -307,9 +307,13 @@ def test_starting_a_run_queues_it_and_records_who(world: World) -> None:
         "queue": "parked",
         "priority": 5,
         "actor": "alice",
+        "attributes": {"customer": "c-42", "vip": True},
     }
     reply = world.api.post("/api/v1/runs", body)
     assert reply.status == 201 and reply.json()["id"] == run_id
+    found = world.api.get("/api/v1/runs", "attr.customer=c-42&attr.vip=true").json()
+    assert [run["id"] for run in found["items"]] == [run_id]
+    assert found["items"][0]["attributes"] == {"customer": "c-42", "vip": True}
     assert reply.header("Location") == f"/api/v1/runs/{run_id}"
     stored = world.engine.backend.get_run(run_id)
     assert stored is not None and stored.status is RunStatus.QUEUED and stored.priority == 5
@@ -328,6 +332,10 @@ def test_starting_a_run_queues_it_and_records_who(world: World) -> None:
         ({"workflow": doubler.name, "args": "1"}, 400),
         ({"workflow": doubler.name, "priority": True}, 400),
         ({"workflow": doubler.name, "kwargs": []}, 400),
+        ({"workflow": doubler.name, "args": [1], "attributes": {"customer": None}}, 400),
+        ({"workflow": doubler.name, "args": [1], "attributes": {"k": [1]}}, 400),
+        ({"workflow": doubler.name, "args": [1], "attributes": {"": "x"}}, 400),
+        ({"workflow": doubler.name, "args": [1], "attributes": ["k"]}, 400),
     ],
 )
 def test_bad_starts_are_refused(world: World, body: dict[str, Any], status: int) -> None:

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from durable.core.attributes import check_attributes
 from durable.core.records import Run, RunQuery
 from durable.core.run_options import check_priority, check_queue, check_run_id
 from durable.core.text import check_text
@@ -199,13 +200,17 @@ class Operations:
         queue: str = "default",
         priority: int = 0,
         actor: str | None = None,
+        attributes: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Queue a run of a registered workflow (or task) for a worker to execute."""
+        """Queue a run of a registered workflow (or task) for a worker to execute, with
+        *attributes* (what it is searched by) if given."""
         try:  # the same checks as dispatch(), before anything else is looked at
             if id is not None:
                 check_run_id(id)
             check_queue(queue)
             check_priority(priority)
+            if attributes is not None:
+                check_attributes(attributes, limit=self.engine.max_attributes)
         except (TypeError, ValueError) as error:
             raise BadRequest(str(error)) from None
         target = _registry.find(workflow)
@@ -217,8 +222,9 @@ class Operations:
             )
         try:  # the start by name that durable.Client makes too (runtime/named.py)
             run, created = named.start(
-                self.engine, workflow, args, kwargs, run_id=id, queue=queue, priority=priority
-            )
+                self.engine, workflow, args, kwargs, run_id=id, queue=queue, priority=priority,
+                attributes=attributes,
+            )  # fmt: skip
         except (SerializationError, InvalidValue) as error:  # before TypeError, its base
             raise BadRequest(str(error)) from None
         except TypeError as error:

@@ -151,6 +151,7 @@ class Api:
             queue=inputs.text(body, "queue", "default"),
             priority=inputs.priority(body),
             actor=inputs.actor(body, principal),
+            attributes=inputs.field(body, "attributes", dict, None),
         )
         response = Response.json(summary, 201)
         response.headers.append(("Location", request.url(f"/api/v1/runs/{summary['id']}")))
