@@ -106,6 +106,18 @@ def test_start_with_keyword_arguments_and_the_users_name(
     assert actors(engine, run["id"]) == [("start", "cli:bob")]
 
 
+@BOTH
+def test_start_with_attributes_that_ls_finds(engine: durable.Engine, cli: Cli) -> None:
+    """--attributes are the run's, typed, and `durable ls --attr` finds it by them."""
+    given = '{"customer": "c-42", "vip": true, "n": 5}'
+    run = cli(
+        "start", f"{APP}.completes", "--args", "[1]", "--attributes", given, "-o", "json"
+    ).json()
+    found = cli("ls", "--attr", "customer=c-42", "--attr", "n=5", "-o", "json").json()
+    assert [item["id"] for item in found["items"]] == [run["id"]]
+    assert found["items"][0]["attributes"] == {"customer": "c-42", "vip": True, "n": 5}
+
+
 @pytest.mark.parametrize("url", ["sqlite"], indirect=True)
 @pytest.mark.parametrize(
     ("args", "code", "message"),
@@ -115,6 +127,8 @@ def test_start_with_keyword_arguments_and_the_users_name(
         ([f"{APP}.completes", "--args", '{"x": 1}'], 2, "--args must be a JSON array"),
         ([f"{APP}.completes", "--kwargs", "[1]"], 2, "--kwargs must be a JSON object"),
         ([f"{APP}.completes", "--args", "[1, 2, 3]"], 2, "The arguments do not fit"),
+        ([f"{APP}.completes", "--attributes", "[1]"], 2, "--attributes must be a JSON object"),
+        ([f"{APP}.completes", "--attributes", '{"k": null}'], 2, "k"),
         (["x", "--import", "tests.integration.no_such_module"], 2, "cannot import"),
     ],
 )

@@ -28,6 +28,7 @@ examples:
   durable start myapp.flows.checkout --args '["o-1"]'
   durable start myapp.flows.report --kwargs '{"day": "2026-11-21"}' --queue reports
   durable start nightly --import myapp.jobs --id nightly-2026-11-21 --priority 5
+  durable start myapp.flows.checkout --args '["o-1"]' --attributes '{"customer": "c-42"}'
 
 The workflow must be registered in this process: durable imports the modules given with
 --import, and for a dotted name like myapp.flows.checkout, its module (myapp.flows).
@@ -105,6 +106,11 @@ def add_commands(commands: Any) -> None:
     start.add_argument("--id", metavar="ID", help="the run's id (default: a random one)")
     start.add_argument("--queue", default="default", metavar="NAME", help="default: default")
     start.add_argument("--priority", type=int, default=0, metavar="N", help="higher runs first")
+    start.add_argument(
+        "--attributes",
+        metavar="JSON",
+        help='what the run is searched by, a JSON object: {"customer": "c-42", "vip": true}',
+    )
     start.add_argument(
         "--import",
         action="append",
@@ -197,6 +203,9 @@ def run_start(args: argparse.Namespace) -> int:
     """`durable start`: import the workflow's code, then queue a run of it."""
     positional = parse_json(args.args, "--args", list, '["o-1", 3]')
     keywords = parse_json(args.kwargs, "--kwargs", dict, '{"day": "2026-11-21"}')
+    attributes = None
+    if args.attributes is not None:
+        attributes = parse_json(args.attributes, "--attributes", dict, '{"customer": "c-42"}')
     register(args.workflow, args.imports)
     with operations(args, create=True) as ops:
         run = ops.start(
@@ -207,6 +216,7 @@ def run_start(args: argparse.Namespace) -> int:
             queue=args.queue,
             priority=args.priority,
             actor=actor(args),
+            attributes=attributes,
         )
     print_object(
         run,
