@@ -8,8 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import shlex
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,22 +21,12 @@ import durable.flows
 from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
 from tests.conftest import PostgresSchemas, _need_postgres
+from tests.e2e.flow_ledger import until
 from tests.web.client import Client
 from tests.web.openapi_check import CheckedClient
 
 TOKEN = "flow-api-token"
 _ids = itertools.count()
-
-
-def until(condition: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    """Poll *condition* until it returns something truthy; fail naming *what*."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @dataclass
