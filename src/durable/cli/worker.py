@@ -16,7 +16,7 @@ from durable.errors import ConfigurationError
 from durable.runtime.defaults import configure
 from durable.runtime.host import VERSION_ENV
 from durable.runtime.logs import JsonFormatter, RunFields, TextFormatter
-from durable.runtime.worker import Worker
+from durable.runtime.worker import ASYNC_CONCURRENCY, Worker
 
 from .common import add_db_option, import_modules
 
@@ -62,7 +62,24 @@ def add_command(commands: Any) -> None:
         metavar="NAME",
         help="queue to serve (repeatable; default: default)",
     )
-    worker.add_argument("--concurrency", type=int, default=8, help="runs at once (default: 8)")
+    worker.add_argument(
+        "--concurrency", type=int, default=8, help="sync runs at once, a thread each (default: 8)"
+    )
+    worker.add_argument(
+        "--async-concurrency",
+        type=int,
+        default=ASYNC_CONCURRENCY,
+        metavar="N",
+        help="async runs at once on the worker's event loop; 0 runs them in threads "
+        f"(default: {ASYNC_CONCURRENCY})",
+    )
+    worker.add_argument(
+        "--warn-blocking",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="warn when one step of an async run holds the event loop longer (default: 0.5)",
+    )
     worker.add_argument("--lease", type=float, default=30.0, help="lease in seconds (default: 30)")
     worker.add_argument(
         "--grace", type=float, default=30.0, help="seconds to wind down on a signal (default: 30)"
@@ -182,7 +199,12 @@ def run_worker(args: argparse.Namespace) -> int:
 
         metrics.instrument(engine)
     worker = Worker(
-        engine, queues=args.queues or ["default"], concurrency=args.concurrency, grace=args.grace
+        engine,
+        queues=args.queues or ["default"],
+        concurrency=args.concurrency,
+        async_concurrency=args.async_concurrency,
+        grace=args.grace,
+        warn_blocking=args.warn_blocking,
     )
     stop = threading.Event()
 

@@ -23,6 +23,7 @@ or at the run's deadline if that comes first (`Activity.expired`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,10 @@ from .pending import Pending
 INTERVAL = 10.0
 #: The most heartbeat details may take, encoded as JSON.
 DETAILS_LIMIT = 16 * 1024
+
+#: The async task bodies awaited in this process now, by run id: a worker's lane
+#: interrupts them when their run is cancelled (`Activity.interrupt`).
+BODIES: dict[str, set[Activity]] = {}
 
 
 @dataclass(slots=True)  # not frozen: one per attempt, made in 0.2 us instead of 1
@@ -59,9 +64,9 @@ class Activity:
     """One attempt of a task at its position: when it must end, when it next writes."""
 
     __slots__ = (
-        "_backend", "_clock", "_dirty", "_due", "_gap", "_interval", "_last", "_latest",
-        "_limits", "attempt", "ends_at", "epoch", "limit", "position", "previous", "run_deadline",
-        "run_id", "task",
+        "_backend", "_body", "_clock", "_dirty", "_due", "_gap", "_interval", "_last", "_latest",
+        "_limits", "_stopped", "attempt", "ends_at", "epoch", "limit", "position", "previous",
+        "run_deadline", "run_id", "task",
     )  # fmt: skip
 
     def __init__(
@@ -91,6 +96,45 @@ class Activity:
         self._dirty = False
         #: the previous attempts' last details (JSON), for `durable.last_heartbeat()`.
         self.previous: bytes | None = pending.details
+        self._body: asyncio.Task[Any] | None = None  # the task awaiting an async body
+        self._stopped: Cancelled | None = None  # why `interrupt` cancelled it
+
+    # -- async bodies, interrupted by their run's cancellation -------------------------
+
+    def enter_body(self) -> None:
+        """The asyncio task running now starts awaiting this attempt's async body."""
+        self._body = asyncio.current_task()
+        BODIES.setdefault(self.run_id, set()).add(self)
+
+    def leave_body(self) -> None:
+        """... and stopped awaiting it."""
+        self._body = None
+        bodies = BODIES.get(self.run_id)
+        if bodies is not None:
+            bodies.discard(self)
+            if not bodies:
+                del BODIES[self.run_id]
+
+    def interrupt(self) -> None:
+        """The run was cancelled: cancel the body where it awaits (call on its loop).
+        It sees `asyncio.CancelledError`, may clean up, and the attempt ends with
+        `Cancelled` (`interrupted`), as if its heartbeat had brought the request."""
+        if self._body is not None and self._stopped is None:
+            self._stopped = Cancelled(self.run_id)
+            self._body.cancel("durable: the run was cancelled")
+
+    def awaited_on(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether this attempt's async body is awaited on *loop* now."""
+        body = self._body
+        return body is not None and body.get_loop() is loop
+
+    def interrupted(self) -> Cancelled | None:
+        """The `Cancelled` a body cancelled by `interrupt` ends with (its asyncio
+        cancellation taken back), or None if something else cancelled it."""
+        stopped = self._stopped
+        if stopped is not None and self._body is not None:
+            self._body.uncancel()
+        return stopped
 
     def beat(self, details: Any) -> None:
         """`durable.heartbeat(details)`: see the module docstring."""

@@ -52,7 +52,7 @@ from .interrupts import ON_RETURN, Interrupts
 from .pending import UNSET, Pending
 from .properties import Properties
 from .stops import Abandoned, Park, Suspend
-from .turns import Turns
+from .turns import COUNTED, Turns
 
 #: Where am I? The live run (inside a workflow body), a task scope (inside a task body,
 #: where calls are plain again), or nothing (application code).
@@ -84,6 +84,8 @@ class RunContext:
         self.interrupts = Interrupts(run, host.clock)
         #: the order in which async durable calls hand their outcomes back.
         self.turns = Turns()
+        if COUNTED.get():
+            self.turns.counted()
         #: called with the position of a durable call that has no recorded outcome, before
         #: it runs: `durable.testing.replay` stops there (it only checks the history).
         self.frontier: Callable[[int, str], None] | None = None

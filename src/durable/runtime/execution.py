@@ -36,7 +36,7 @@ from . import continuing, observers, tasks
 from .activity import TaskScope
 from .context import RunContext, current
 from .host import Host
-from .loops import run_coroutine
+from .loops import off_loop, run_coroutine
 from .observers import Execution
 from .stops import RELEASED, Abandoned, ContinueAsNew, Park, Suspend
 
@@ -86,18 +86,21 @@ def drive(host: Host, run: Run, call: Call[Any], history: Sequence[Step]) -> Any
         return _observed(seen, context, settle_value(host, context, run, call.target, value))
 
 
-async def drive_async(host: Host, run: Run, call: Call[Any]) -> Any:
-    """`drive` for an async workflow created by this caller, on the current loop."""
-    with host.observers.execution(run, resumed=False) as seen:
-        context, token = enter(host, run, ())
+async def drive_async(host: Host, run: Run, call: Call[Any], history: Sequence[Step] = ()) -> Any:
+    """`drive` for an async workflow, on the current loop: one created by this caller
+    (no history), or one a worker's lane executes (its outcome written off the loop)."""
+    with host.observers.execution(run, resumed=bool(history)) as seen:
+        context, token = enter(host, run, history)
         try:
-            _expired(context, run, ())
+            _expired(context, run, history)
             value = await _body(context, call)
         except BaseException as error:
             leave(host, context, token)
-            return _observed(seen, context, settle_error(host, context, run, error, call.target))
+            settled = off_loop(settle_error, host, context, run, error, call.target)
+            return _observed(seen, context, await settled)
         leave(host, context, token)
-        return _observed(seen, context, settle_value(host, context, run, call.target, value))
+        settled = off_loop(settle_value, host, context, run, call.target, value)
+        return _observed(seen, context, await settled)
 
 
 def _observed(seen: Execution | None, context: RunContext, value: Any) -> Any:

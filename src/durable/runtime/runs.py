@@ -38,6 +38,7 @@ from durable.errors import (
 from . import owners
 from .execution import drive, drive_async
 from .host import Host
+from .loops import off_loop
 from .stops import RELEASED
 
 log = logging.getLogger("durable")
@@ -253,6 +254,29 @@ def claim(host: Host, run: Run) -> Run | None:
 def resume(host: Host, run: Run, target: Durable[..., Any]) -> Any:
     """Continue a run this host has just claimed, replaying its history, until it ends
     or stops without an outcome (`RELEASED`)."""
+    return execute(host, run, _stored_call(host, run, target), replay=_replays(run))
+
+
+async def resume_async(host: Host, run: Run, target: Durable[..., Any]) -> Any:
+    """`resume` for an async workflow, on the current loop (a worker's lane): its
+    storage calls off the loop (`loops.off_loop`)."""
+    call = _stored_call(host, run, target)  # writes only to fail a run whose input is bad
+    try:
+        history = await off_loop(host.backend.load_history, run.id) if _replays(run) else ()
+    except StorageError:
+        await off_loop(host.release_quietly, run)
+        raise
+    return await drive_async(host, run, call, history)
+
+
+def _replays(run: Run) -> bool:
+    """A run at its first epoch has never executed: it has no history to load, unless
+    it is a fork, whose history starts with the steps copied from its origin."""
+    return run.epoch > 1 or run.origin is not None
+
+
+def _stored_call(host: Host, run: Run, target: Durable[..., Any]) -> Call[Any]:
+    """The call run *run* was created with, from its stored input; a bad one fails it."""
     try:
         stored = host.load(run.input, run.id, None)
         call = Call(target, tuple(stored["args"]), stored["kwargs"], {})
@@ -264,21 +288,26 @@ def resume(host: Host, run: Run, target: Durable[..., Any]) -> Any:
         )  # fmt: skip
         host.backend.finish_run(run.id, run.epoch, RunStatus.FAILED, error=host.dump_error(bad))
         raise bad from None
-    # A run at its first epoch has never executed: it has no history to load, unless
-    # it is a fork, whose history starts with the steps copied from its origin.
-    return execute(host, run, call, replay=run.epoch > 1 or run.origin is not None)
+    return call
 
 
 def resume_quietly(host: Host, run: Run, target: Durable[..., Any]) -> None:
     """`resume`, logging the outcome instead of raising it (it is recorded anyway)."""
     try:
         resume(host, run, target)
-    except PayloadError as error:  # a corrupt or refused row: worth an operator's look
+    except BaseException as error:
+        report(run, error)
+
+
+def report(run: Run, error: BaseException) -> None:
+    """Log the error an execution of *run* for a worker ended with (its outcome is
+    recorded anyway; a worker has no caller to raise it to)."""
+    if isinstance(error, PayloadError):  # a corrupt or refused row: worth a look
         log.error("run %s failed: %s", run.id, error)
-    except (Exception, Cancelled) as error:
+    elif isinstance(error, Exception | Cancelled):
         log.info("run %s ended with %s: %s", run.id, type(error).__name__, error)
-    except BaseException:
-        log.exception("run %s: execution interrupted", run.id)
+    else:
+        log.error("run %s: execution interrupted", run.id, exc_info=error)
 
 
 def execute(host: Host, run: Run, call: Call[Any], *, replay: bool) -> Any:

@@ -21,7 +21,7 @@ from durable.errors import Cancelled
 
 from .activity import Activity, TaskScope, hung
 from .context import RunContext, current
-from .loops import run_coroutine
+from .loops import off_loop, run_coroutine
 from .observers import Attempt
 from .pending import Pending
 from .waits import hold
@@ -97,10 +97,12 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
 
 
 async def run_async(context: RunContext, pending: Pending) -> Any:
-    """Run the async task at *pending* on the current loop."""
+    """Run the async task at *pending* on the current loop; its writes go off the loop
+    when a worker's lane runs it (`loops.off_loop`)."""
     task = pending.call.target
     while True:
-        _count_hung(context, pending)
+        if pending.hangs_at is not None:  # it may record a timed-out attempt
+            await off_loop(_count_hung, context, pending)
         if pending.due is not None:
             until = context.interrupts.until(pending.due)
             left = until - context.host.clock.now()
@@ -110,7 +112,7 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
                 raise context.suspend(pending.due, None)
             if until < pending.due:  # the run's deadline comes first
                 raise context.stop_at(pending.position)
-        finished = context.begin(pending)
+        finished = await off_loop(context.begin, pending)
         if finished is not None:
             return context.replayed(finished)
         activity = _activity(context, pending)
@@ -126,34 +128,44 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
                 except Exception as raised:
                     _raise_late(activity, raised)
         except Exception as error:
-            if not _failed_attempt(context, pending, error, activity.details):
+            if not await off_loop(_failed_attempt, context, pending, error, activity.details):
                 raise
             continue
         except Cancelled as stopped:
-            raise _interrupted(context, pending, stopped) from None
+            raise await off_loop(_interrupted, context, pending, stopped) from None
         except BaseException as dying:
-            # The process is going down (KeyboardInterrupt, SystemExit...): as after a
-            # kill, nothing more of this run may be recorded, in parallel branches
-            # neither (they would take positions out of their order).
+            # The process is going down (KeyboardInterrupt, SystemExit...), or the
+            # worker cancelled the run to hand it back: as after a kill, nothing more of
+            # this run may be recorded, in parallel branches neither (they would take
+            # positions out of their order).
             context.poison(dying)
             raise
         finally:
             current.reset(token)
-        return context.succeeded(pending, value)
+        return await off_loop(context.succeeded, pending, value)
 
 
 async def _limited(activity: Activity, body: Coroutine[Any, Any, Any]) -> Any:
-    """Await an async task body, cancelling it when its attempt must end."""
+    """Await an async task body, cancelling it when its attempt must end, or when its
+    run is cancelled while it runs (`Activity.interrupt`: `Cancelled` from here on)."""
     remaining = activity.remaining()
-    if remaining is None:
-        return await body
+    activity.enter_body()
     try:
+        if remaining is None:
+            return await body
         async with asyncio.timeout(remaining) as limit:
             return await body
     except TimeoutError:
         if limit.expired():
             raise activity.expired() from None
         raise
+    except asyncio.CancelledError:
+        stopped = activity.interrupted()
+        if stopped is None:
+            raise
+        raise stopped from None
+    finally:
+        activity.leave_body()
 
 
 def _raise_late(activity: Activity, raised: Exception) -> NoReturn:

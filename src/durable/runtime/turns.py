@@ -18,24 +18,50 @@ calls is decided by position, not by speed.
 "Nothing else ready" reads the loop's ready queue (asyncio's own loops); on a loop
 without one, or one kept busy by unrelated work, the call yields `SPINS` times instead,
 which is enough for branches nested that deep in ``gather`` to reach their awaits.
+
+A worker's lane keeps thousands of runs on one loop, which is therefore never idle:
+every call would yield `SPINS` times. There the loop counts the asyncio tasks each run
+creates (`Turns.branched`, from the lane's task factory), and a run that has none
+(it awaits one call at a time, by far the common case) has no other branch that could
+still allocate a position: its call hands back at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 
 #: yields after which a call hands back even if the loop still has work ready.
 SPINS = 32
+
+#: Set where the loop counts the tasks of the runs it executes (a worker's lane).
+COUNTED: contextvars.ContextVar[bool] = contextvars.ContextVar("durable_counted", default=False)
 
 
 class Turns:
     """The positions of one run whose async calls are in flight, and who waits on them."""
 
-    __slots__ = ("_in_flight", "_waiters")
+    __slots__ = ("_branches", "_in_flight", "_waiters")
 
     def __init__(self) -> None:
         self._in_flight: set[int] = set()
         self._waiters: list[asyncio.Future[None]] = []
+        #: the run's own asyncio tasks alive now, if its loop counts them, else None.
+        self._branches: int | None = None
+
+    def counted(self) -> None:
+        """The loop counts this run's tasks (`branched`) from now on: it has none yet."""
+        self._branches = 0
+
+    def branched(self, task: asyncio.Task[object]) -> None:
+        """The run created *task* (a branch of its code), on a loop that counts them."""
+        if self._branches is not None:
+            self._branches += 1
+            task.add_done_callback(self._joined)
+
+    def _joined(self, _task: asyncio.Task[object]) -> None:
+        if self._branches:
+            self._branches -= 1
 
     def enter(self, position: int) -> None:
         """A call at *position* started."""
@@ -51,6 +77,8 @@ class Turns:
 
     async def wait(self, position: int) -> None:
         """Return when the call at *position* may hand its outcome back."""
+        if self._branches == 0:
+            return  # no other branch: nothing can allocate a position before it
         loop = asyncio.get_running_loop()
         ready = getattr(loop, "_ready", None)  # asyncio's loops: the runnable callbacks
         spins = 0

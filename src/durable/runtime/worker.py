@@ -9,6 +9,10 @@ owner was a process in this place: host, boot and PID namespace) or whose lease 
 and takes them over. It never claims a run whose workflow it does not know: that run
 waits for a worker that does.
 
+Async workflows (``async def``) run on the worker's lane instead (`lane.py`): one event
+loop where thousands of them await at once, up to *async_concurrency*, beside the
+threads that sync runs use; each kind is claimed for its own free slots.
+
 A run taken over from a dead owner may be what killed it, so a worker runs at most one
 such unproven run at a time, until it records a new step: a poison run then takes no
 innocent run down with it more than once, and runs that merely shared a crashed
@@ -27,8 +31,9 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
-from durable.backends import TIMERS, Backend, Watch
+from durable.backends import TIMERS, Watch
 from durable.core import faults
 from durable.core.records import Run, RunStatus
 from durable.core.run_options import serves
@@ -38,20 +43,30 @@ from durable.errors import ConfigurationError, StorageError
 from . import owners, registry, schedules
 from .defaults import get_engine
 from .engine import Engine
+from .lane import Lane
 from .limits import HeldBack
+from .timers import Timers
 
 log = logging.getLogger("durable.worker")
 
+#: How many async runs a worker executes at once on its event loop, by default.
+ASYNC_CONCURRENCY = 2000
+
 
 class Worker:
-    """Executes queued runs on a pool of threads: in an app, or as `durable worker`.
+    """Executes queued runs (sync ones on a pool of threads, async ones as tasks on one
+    event loop): in an app, or as `durable worker`.
 
     Use it as a context manager, or call `start()` and `stop()`.
 
     Args:
         engine: the engine (database) to serve; the default engine if omitted.
         queues: the queues to take runs from.
-        concurrency: how many runs execute at once.
+        concurrency: how many sync runs execute at once (one thread each).
+        async_concurrency: how many async runs execute at once, on the worker's event
+            loop; 0 runs them in the threads too, one thread each, as sync runs.
+        warn_blocking: seconds one step of an async run may hold the event loop before
+            a warning names it (a blocking call in async code stalls every async run).
         poll: the longest wait between looks at the queue when nothing is notified.
         grace: seconds `stop()` waits for running work to reach its next durable call.
         sweep_every: seconds between looks for runs whose owner died or whose lease
@@ -64,21 +79,34 @@ class Worker:
         *,
         queues: Sequence[str] = ("default",),
         concurrency: int = 8,
+        async_concurrency: int = ASYNC_CONCURRENCY,
         poll: float = 1.0,
         grace: float = 30.0,
         sweep_every: float | None = None,
+        warn_blocking: float = 0.5,
     ) -> None:
         if concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {concurrency}.")
+        if async_concurrency < 0:
+            raise ConfigurationError(
+                f"async_concurrency must be 0 (async runs in threads) or more, got "
+                f"{async_concurrency}."
+            )
+        if warn_blocking <= 0:
+            raise ConfigurationError(f"warn_blocking must be positive, got {warn_blocking}.")
         if not queues:
             raise ConfigurationError("A worker needs at least one queue.")
         self.engine = engine or get_engine()
         self.queues = tuple(check_text(queue, "a queue name") for queue in queues)
         self.concurrency = concurrency
+        self.async_concurrency = async_concurrency
+        self.warn_blocking = warn_blocking
         self.poll = poll
         self.grace = grace
         self.sweep_every = sweep_every or min(self.engine.lease / 3, 5.0)
-        self._active: dict[str, int] = {}  # run id -> epoch
+        self._active: dict[str, int] = {}  # run id -> epoch (both kinds)
+        self._on_lane: set[str] = set()  # ... of which these execute on the lane
+        self._lane: Lane | None = None
         self._slots = threading.Condition()
         self._stopping = threading.Event()
         self._turn = 0
@@ -96,11 +124,17 @@ class Worker:
             raise RuntimeError("This worker has already been started.")
         names = registry.names()
         version = self.engine.version
+        if self.async_concurrency:
+            self._lane = Lane(
+                self.engine, self._finished, poll=self.poll, warn_blocking=self.warn_blocking
+            )
+            self._lane.start()
         log.info(
-            "worker %s: queues %s, %d slots, %d workflows and tasks known%s",
+            "worker %s: queues %s, %d slots (%d async), %d workflows and tasks known%s",
             self.engine.owner,
             ", ".join(self.queues),
             self.concurrency,
+            self.async_concurrency,
             len(names),
             ""
             if version is None
@@ -141,6 +175,8 @@ class Worker:
             # are fenced off once another worker claims it.
             self.engine.backend.release_run(run_id, epoch)
             log.warning("run %s: still busy after %gs; released", run_id, grace)
+        if self._lane is not None:
+            self._lane.stop()  # its leftovers are cancelled: none goes on in the background
         self._pool.shutdown(wait=False)
         log.info("worker %s stopped", self.engine.owner)
         return len(leftovers)
@@ -162,31 +198,28 @@ class Worker:
         backend = self.engine.backend
         watch = backend.watch([*(f"queue:{queue}" for queue in self.queues), TIMERS])
         self._loop_watch = watch
-        timers = _Timers(backend, self.poll)
+        timers = Timers(backend, self.poll)
         ticker = schedules.Ticker(self.engine, self.poll)
         self._declare()
         next_sweep = 0.0
         first_sweep = True
         backoff = 0.1
         while not self._stopping.is_set():
-            free = self._free()
-            if free == 0:
+            names = self._names()
+            if not self._room(names):
                 with self._slots:
-                    self._slots.wait_for(
-                        lambda: len(self._active) < self.concurrency or self._stopping.is_set(),
-                        timeout=self.poll,
-                    )
+                    self._slots.wait_for(partial(self._room_or_stop, names), timeout=self.poll)
                 continue
             try:
                 due_in = min(timers.wake(), ticker.fire())
                 if time.monotonic() >= next_sweep:
                     self._held.refresh()
-                    deferred = self._sweep(free, include_blocked=first_sweep)
+                    deferred = self._sweep(names, include_blocked=first_sweep)
                     first_sweep = False
                     # Takeovers held back by isolation are tried again soon.
                     next_sweep = time.monotonic() + (0.05 if deferred else self.sweep_every)
-                    free = self._free()
-                runs = self._claim(free)
+                threads, lane = self._free()
+                runs = self._claim(names[0], threads) + self._claim(names[1], lane)
             except Exception as error:
                 if isinstance(error, StorageError):
                     log.warning("database unavailable (%s); retrying in %.1fs", error, backoff)
@@ -200,7 +233,7 @@ class Worker:
             backoff = 0.1
             for run in runs:
                 self._start(run)
-            if len(runs) < free:
+            if len(runs) < (threads if names[0] else 0) + (lane if names[1] else 0) or not runs:
                 # The queue is empty: wait for news, the next timer, or the next poll.
                 watch.wait(min(self.poll, due_in, self._retry_in))
 
@@ -216,12 +249,30 @@ class Worker:
         if declared:
             log.info("worker %s: %d declared schedules", self.engine.owner, len(declared))
 
-    def _claim(self, free: int) -> list[Run]:
-        """Claim up to *free* runs, queue by queue, starting with a different queue each
-        time so that a busy queue cannot starve the others. Priority orders runs within
-        a queue."""
+    def _names(self) -> tuple[list[str], list[str]]:
+        """The functions this worker runs: those on threads, and those on its lane
+        (async ones, unless it has no lane)."""
         names = registry.names()
+        if self._lane is None:
+            return names, []
+        on_lane = {name for name in names if (found := registry.find(name)) and found.is_async}
+        return [name for name in names if name not in on_lane], sorted(on_lane)
+
+    def _room(self, names: tuple[list[str], list[str]]) -> bool:
+        """Whether a slot is free for some kind of run this worker knows."""
+        threads, lane = self._free()
+        return threads > 0 or (lane > 0 and bool(names[1]))
+
+    def _room_or_stop(self, names: tuple[list[str], list[str]]) -> bool:
+        return self._room(names) or self._stopping.is_set()
+
+    def _claim(self, names: list[str], free: int) -> list[Run]:
+        """Claim up to *free* runs of *names*, queue by queue, starting with a different
+        queue each time so that a busy queue cannot starve the others. Priority orders
+        runs within a queue."""
         claimed: list[Run] = []
+        if free <= 0 or not names:
+            return claimed
         self._turn = (self._turn + 1) % len(self.queues)
         self._retry_in = math.inf
         for queue in self.queues[self._turn :] + self.queues[: self._turn]:
@@ -241,30 +292,33 @@ class Worker:
                 break
         return claimed
 
-    def _free(self) -> int:
+    def _free(self) -> tuple[int, int]:
+        """The free slots: threads, and the lane's."""
         with self._slots:
-            return self.concurrency - len(self._active)
+            lane = len(self._on_lane)
+            return self.concurrency - (len(self._active) - lane), self.async_concurrency - lane
 
-    def _sweep(self, free: int, *, include_blocked: bool) -> bool:
+    def _sweep(self, names: tuple[list[str], list[str]], *, include_blocked: bool) -> bool:
         """Take over orphaned runs of our queues; report queued work we cannot run.
 
         Returns:
             Whether some takeover was held back (one unproven run at a time).
         """
         deferred = False
-        names = set(registry.names())
+        threads, lane = set(names[0]), set(names[1])
         for name in self.engine.backend.queued_workflows(self.queues):
-            if name not in names:
+            if name not in threads and name not in lane:
                 self.engine.warn_unknown(name, f"queued work in {', '.join(self.queues)}")
         wanted = (RunStatus.RUNNING, RunStatus.BLOCKED) if include_blocked else (RunStatus.RUNNING,)
         for run in self.engine.backend.recoverable(host=owners.place()):
-            if free <= 0:
+            free = self._free()
+            if free[0] <= 0 and free[1] <= 0:
                 return deferred
-            if (
-                run.queue not in self.queues
-                or run.status not in wanted
-                or run.workflow not in names
-            ):
+            if run.queue not in self.queues or run.status not in wanted:
+                continue
+            if run.workflow not in (lane if run.workflow in lane else threads):
+                continue
+            if free[run.workflow in lane] <= 0:
                 continue
             if run.id in self._active or not self._serves(run):
                 continue
@@ -284,7 +338,6 @@ class Worker:
                 if claimed.recoveries:
                     self.engine.leases.unproven.add(claimed.id)
                 self._start(claimed)
-                free -= 1
         return deferred
 
     def _serves(self, run: Run) -> bool:
@@ -294,11 +347,19 @@ class Worker:
         return not self.engine.only_version or version is None or serves(run, version)
 
     def _start(self, run: Run) -> None:
+        lane = self._lane
+        target = registry.find(run.workflow) if lane is not None else None
+        on_lane = target is not None and target.is_async
         with self._slots:
             self._active[run.id] = run.epoch
+            if on_lane:
+                self._on_lane.add(run.id)
             if self._stopping.is_set():  # claimed as the stop came: hand it back at once
                 self.engine.leases.draining.add(run.id)
-        self._pool.submit(self._execute, run)
+        if lane is not None and target is not None and on_lane:
+            lane.submit(run, target)
+        else:
+            self._pool.submit(self._execute, run)
 
     def _execute(self, run: Run) -> None:
         try:
@@ -307,50 +368,15 @@ class Worker:
             if target is not None:
                 self.engine.resume_quietly(run, target)
         finally:
-            with self._slots:
-                self._active.pop(run.id, None)
-                self._slots.notify_all()
-            if self._retry_in < math.inf and self._loop_watch is not None:
-                # The last claim left runs queued for want of a slot or a start: this
-                # one's end may free one, so look now rather than at the next retry.
-                self._loop_watch.poke()
+            self._finished(run.id)
 
-
-class _Timers:
-    """Knows when the earliest sleeping run is due, and queues sleeping runs that are.
-
-    One indexed read tells the time; it is read again when some run starts sleeping
-    (the ``timers`` topic; at most every `FRESH` seconds, as thousands of runs may
-    fall asleep per second) and at least every *poll* seconds, so a worker that does
-    not hear other processes (SQLite) still learns of new timers before they are due
-    (a wait shorter than `Engine.max_inline_wait` never suspends).
-    """
-
-    #: The most runs one statement wakes.
-    BATCH = 500
-    #: The least time between two reads prompted by new timers.
-    FRESH = 0.1
-
-    def __init__(self, backend: Backend, poll: float) -> None:
-        self._backend = backend
-        self._poll = poll
-        self._watch = backend.watch([TIMERS])
-        self._due = 0.0  # monotonic time the earliest sleeping run is due
-        self._read = float("-inf")  # monotonic time of the last read
-        self._stale = True  # a run started sleeping since the last read
-
-    def wake(self) -> float:
-        """Queue the runs that are due; return the seconds until the next may be."""
-        now = time.monotonic()
-        self._stale = self._watch.wait(0) or self._stale
-        if now >= self._read + self._poll or (self._stale and now >= self._read + self.FRESH):
-            due_in = self._backend.next_wake()
-            self._read, self._stale = now, False
-            self._due = now + due_in if due_in is not None else float("inf")
-        if now < self._due:
-            left = self._due - now
-            return min(left, self.FRESH) if self._stale else left
-        while self._backend.wake_due(limit=self.BATCH) == self.BATCH:
-            pass
-        self._read = float("-inf")  # read the next one at once
-        return 0.0
+    def _finished(self, run_id: str) -> None:
+        """Run *run_id* stopped executing here (either kind): its slot is free."""
+        with self._slots:
+            self._active.pop(run_id, None)
+            self._on_lane.discard(run_id)
+            self._slots.notify_all()
+        if self._retry_in < math.inf and self._loop_watch is not None:
+            # The last claim left runs queued for want of a slot or a start: this
+            # one's end may free one, so look now rather than at the next retry.
+            self._loop_watch.poke()

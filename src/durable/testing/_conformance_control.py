@@ -66,6 +66,24 @@ def check_pause_and_resume_a_tree(make: MakeBackend) -> None:
         assert backend.pause_run("missing") is None and backend.resume_run("missing") is None
 
 
+def check_cancelling_lists_the_owners_runs_asked_to_cancel(make: MakeBackend) -> None:
+    """cancelling(owner) lists the RUNNING runs leased to *owner* with a cancel request:
+    not another owner's, not a pause request, not a run that is no longer running."""
+    with _opened(make) as backend:
+        backend.create_run(_new("mine"))
+        backend.create_run(_new("paused-only"))
+        backend.create_run(_new("theirs", owner="someone-else"))
+        backend.create_run(_new("idle"))
+        assert list(backend.cancelling(OWNER)) == [], "nothing asked yet"
+        backend.cancel_run("mine")
+        backend.pause_run("paused-only")
+        backend.cancel_run("theirs")
+        assert list(backend.cancelling(OWNER)) == ["mine"]
+        assert list(backend.cancelling("someone-else")) == ["theirs"]
+        backend.finish_run("mine", 1, RunStatus.CANCELLED)
+        assert list(backend.cancelling(OWNER)) == [], "an ended run is not listed"
+
+
 def check_pause_meets_resume_and_cancel(make: MakeBackend) -> None:
     """A pause withdrawn before the owner parks leaves the run queued; a cancel request
     outranks a pause (it clears it, and a run being cancelled is not paused); a paused

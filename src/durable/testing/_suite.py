@@ -57,6 +57,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     continuing.check_send_follows_the_chain,
     control.check_pause_and_resume_a_tree,
     control.check_pause_meets_resume_and_cancel,
+    control.check_cancelling_lists_the_owners_runs_asked_to_cancel,
     control.check_resume_reopens_a_cancelled_run,
     forks.check_fork_run,
     waits.check_watch_wakes_waiters,

@@ -10,6 +10,7 @@ outranks a pause request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from durable.core.records import NewRun, Run, RunStatus
@@ -61,6 +62,11 @@ class ControlStore(Protocol):
         Returns:
             The run as now stored, or None if no run has this id.
         """
+        ...
+
+    def cancelling(self, owner: str) -> Sequence[str]:
+        """The ids of the RUNNING runs leased to *owner* whose cancellation was requested
+        (`cancel_run` found them running): a worker interrupts what they await."""
         ...
 
     def park_run(self, run_id: str, epoch: int) -> RunStatus | None:

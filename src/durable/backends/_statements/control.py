@@ -158,6 +158,13 @@ class ControlStatements(Compiler):
                 self._run_topic(),
             )
         )
+        self.cancelling = self.compile(
+            sa.select(r.id).where(
+                r.lease_owner == bind("owner", r.lease_owner),
+                r.status == RUNNING,
+                _has(r.cancel_requested, _CANCEL),
+            )
+        )
         self.pause_request = self.compile(
             self._notifying(
                 sa.update(runs).where(*in_tree(running)).values(cancel_requested=_PAUSE),

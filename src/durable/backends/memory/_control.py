@@ -6,7 +6,7 @@ A mixin of `MemoryBackend`; the reference for what `sql/_control.py` does with S
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from durable.core.records import NewRun, Run, RunStatus
 
@@ -181,6 +181,18 @@ class MemoryControl(MemoryBase):
             }
         self._notify([f"queue:{new.queue}"])
         return run
+
+    def cancelling(self, owner: str) -> Sequence[str]:
+        """See `ControlStore.cancelling`."""
+        with self._lock:
+            self._check_open()
+            return [
+                run.id
+                for run in self._runs.values()
+                if run.status is RunStatus.RUNNING
+                and run.lease_owner == owner
+                and run.cancel_requested
+            ]
 
     def park_run(self, run_id: str, epoch: int) -> RunStatus | None:
         """See `ControlStore.park_run`."""

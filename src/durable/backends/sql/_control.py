@@ -6,7 +6,7 @@ one transaction over the run and everything below it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from durable.backends import _rows
@@ -124,6 +124,15 @@ class SQLControl(SQLBase):
             return existing if ours else None
 
         return self._db.run(f"Forking run {original_id!r}", body)
+
+    def cancelling(self, owner: str) -> Sequence[str]:
+        """See `ControlStore.cancelling`."""
+        return self._db.run(
+            "Reading the runs asked to cancel",
+            lambda conn, _: [
+                row[0] for row in self._execute(conn, self._sql.cancelling, {"owner": owner})
+            ],
+        )
 
     def park_run(self, run_id: str, epoch: int) -> RunStatus | None:
         """See `ControlStore.park_run`."""
