@@ -7,6 +7,8 @@ count how often each body ran and which execution's result was recorded.
 
 from __future__ import annotations
 
+import asyncio
+
 import durable
 from durable import TaskInfo, dispatch, execute, send, task, wait, workflow
 from tests.e2e.workers_app import ledger
@@ -116,3 +118,39 @@ def tally_expected(i: int, sent: list[int]) -> dict[str, object]:
     """The properties `Tally(i)` ends with after events "add" *sent*, without durable."""
     log = [f"add {n}" for n in sent] + ["main"]
     return {"i": i, "log": log, "total": sum(i * 10 + n for n in sent)}
+
+
+@task
+async def io_effect(i: int, n: int) -> dict[str, object]:
+    """`effect` as an async task: on a worker's event loop, its writes off the loop."""
+    token = ledger()
+    durable.heartbeat({"i": i, "n": n})
+    await asyncio.sleep(0.01)
+    return {"value": i * 10 + n, "token": token}
+
+
+@workflow
+async def io_leaf(i: int) -> int:
+    return (await io_effect(i, 5))["value"]  # type: ignore[no-any-return]
+
+
+@workflow
+async def every_kind_async(i: int, me: str) -> list[object]:
+    """`every_kind` as an async workflow, on a worker's event loop: an async task, now,
+    uuid4, a sleep, a send, an event wait, a dispatch, a join, an async child inline,
+    and a last async task."""
+    first = (await io_effect(i, 0))["value"]
+    durable.now()
+    durable.uuid4()
+    wait(0.05)
+    send(me, "note", {"n": i})
+    note = wait("note", timeout=60)
+    joined = wait(dispatch(io_leaf, i))
+    inline = await io_leaf(i + 1)
+    last = (await io_effect(i, 1))["value"]
+    return [first, note["n"], joined, inline, last]
+
+
+def expected_async(i: int) -> list[object]:
+    """What `every_kind_async(i, ...)` returns, computed without durable."""
+    return [i * 10, i, i * 10 + 5, (i + 1) * 10 + 5, i * 10 + 1]

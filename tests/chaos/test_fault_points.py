@@ -28,7 +28,9 @@ from tests.chaos.fault_app import (
     Tally,
     bounded,
     every_kind,
+    every_kind_async,
     expected,
+    expected_async,
     seed_expected,
     tally_expected,
 )
@@ -119,6 +121,50 @@ def test_crash_at_fault_point(
     report = check(children.url, children.ledger, {RUN: expected(7)}, killed=killed)
     assert report.repeated == repeats, report
     assert report.steps == 11
+
+
+#: (point, action, match, task bodies expected to run twice) for an async workflow on a
+#: worker's event loop, whose writes are made off the loop, in the lane's threads.
+ASYNC_CASES = [
+    ("after_claim", "exit", "fault", 0),
+    ("before_task", "exit", "task:", 0),
+    ("after_task", "exit", "task:", 1),
+    *(("before_checkpoint", "exit", f"{kind}:", int(kind == "task")) for kind in KINDS[:1]),
+    ("before_checkpoint", "exit", "workflow:", 0),
+    ("checkpoint_lost_ack", "raise", "task:", 0),
+    ("checkpoint_lost_ack", "raise", "event:", 0),
+    ("before_complete", "exit", "every_kind_async", 0),
+]
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+@pytest.mark.parametrize(
+    "case", ASYNC_CASES, ids=[f"{point}-{match.rstrip(':')}" for point, _, match, _ in ASYNC_CASES]
+)
+def test_crash_at_fault_point_of_an_async_run(
+    children: Children, url: str, case: tuple[str, str, str, int]
+) -> None:
+    """The same crashes, for an async workflow executed on a worker's event loop."""
+    point, action, match, repeats = case
+    with durable.Engine(url) as engine:
+        engine.dispatch_call(every_kind_async.bind(7, RUN), run_id=RUN)
+    fault = json.dumps([{"point": point, "action": action, "match": match}])
+    first = worker(children, fault)
+    killed: list[int] = []
+    if action == "exit":
+        assert first.wait(60) == 137, f"the fault did not fire:\n{children.log(first)}"
+        killed.append(first.pid)
+        second = worker(children)
+        run = finish(url, RUN)
+        stop(children, second)
+    else:
+        run = finish(url, RUN)
+        stop(children, first)
+    assert f"fault injected: {point}" in children.log(first), "the fault never fired"
+    assert run.status is RunStatus.COMPLETED, run
+    report = check(children.url, children.ledger, {RUN: expected_async(7)}, killed=killed)
+    assert report.repeated == repeats, report
+    assert report.steps == 10
 
 
 #: (point, action, match, nth, cleanup bodies expected): crashes around a run's deadline.

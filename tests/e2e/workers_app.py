@@ -14,6 +14,7 @@ Environment:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -144,3 +145,29 @@ def deployed() -> list[object]:
     before = deploy_step(0)
     durable.wait("go", timeout=60)
     return [before, deploy_step(1)]
+
+
+@task
+async def io_step(i: int, n: int, seconds: float) -> dict[str, object]:
+    """An async task: the ledger's line, then *seconds* awaited (no thread held)."""
+    token = ledger()
+    await asyncio.sleep(seconds)
+    return {"value": i * 10 + n, "token": token, "pid": os.getpid()}
+
+
+@workflow
+async def io_storm(i: int, seconds: float) -> list[int]:
+    """Three async tasks in a row, on a worker's event loop; [10i, 10i+1, 10i+2]."""
+    return [(await io_step(i, n, seconds))["value"] for n in range(3)]  # type: ignore[misc]
+
+
+@task
+async def io_wait(i: int, seconds: float) -> int:
+    """Awaits *seconds* of I/O (no ledger: thousands run at once)."""
+    await asyncio.sleep(seconds)
+    return i
+
+
+@workflow
+async def io_bound(i: int, seconds: float) -> int:
+    return await io_wait(i, seconds) + 1

@@ -106,6 +106,7 @@ class Worker:
         self.sweep_every = sweep_every or min(self.engine.lease / 3, 5.0)
         self._active: dict[str, int] = {}  # run id -> epoch (both kinds)
         self._on_lane: set[str] = set()  # ... of which these execute on the lane
+        self._filled = (False, False)  # whether the last claim took every free slot, by kind
         self._lane: Lane | None = None
         self._slots = threading.Condition()
         self._stopping = threading.Event()
@@ -219,7 +220,7 @@ class Worker:
                     # Takeovers held back by isolation are tried again soon.
                     next_sweep = time.monotonic() + (0.05 if deferred else self.sweep_every)
                 threads, lane = self._free()
-                runs = self._claim(names[0], threads) + self._claim(names[1], lane)
+                mine, ours = self._claim(names[0], threads), self._claim(names[1], lane)
             except Exception as error:
                 if isinstance(error, StorageError):
                     log.warning("database unavailable (%s); retrying in %.1fs", error, backoff)
@@ -231,11 +232,14 @@ class Worker:
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
-            for run in runs:
+            # A kind whose claim took all its free slots may have more runs queued: the
+            # end of one of its runs wakes this loop (`_finished`). A kind that got
+            # fewer has emptied its queues: news wakes it.
+            self._filled = (bool(mine) and len(mine) >= threads, bool(ours) and len(ours) >= lane)
+            for run in mine + ours:
                 self._start(run)
-            if len(runs) < (threads if names[0] else 0) + (lane if names[1] else 0) or not runs:
-                # The queue is empty: wait for news, the next timer, or the next poll.
-                watch.wait(min(self.poll, due_in, self._retry_in))
+            # Wait for news, a free slot, the next timer, or the next poll.
+            watch.wait(min(self.poll, due_in, self._retry_in))
 
     def _declare(self) -> None:
         """Store the schedules declared with the code this worker runs (a deploy that
@@ -374,9 +378,10 @@ class Worker:
         """Run *run_id* stopped executing here (either kind): its slot is free."""
         with self._slots:
             self._active.pop(run_id, None)
+            on_lane = run_id in self._on_lane
             self._on_lane.discard(run_id)
             self._slots.notify_all()
-        if self._retry_in < math.inf and self._loop_watch is not None:
-            # The last claim left runs queued for want of a slot or a start: this
-            # one's end may free one, so look now rather than at the next retry.
+        if (self._filled[on_lane] or self._retry_in < math.inf) and self._loop_watch is not None:
+            # The last claim left runs queued for want of a slot (or of a start, in a
+            # limited queue): this one's end frees one, so look now, not at the next poll.
             self._loop_watch.poke()
