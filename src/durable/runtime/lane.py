@@ -28,6 +28,7 @@ import contextvars
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -200,17 +201,23 @@ def _counting_factory(
 ) -> asyncio.Task[Any]:
     """Make a task, and count it as a branch of the run whose workflow code creates it
     (see `turns.py`): a run without branches hands its calls' outcomes back at once."""
+    if context is None:
+        context = contextvars.copy_context()  # what the task would take anyway
     task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, context=context)
-    owner = current.get() if context is None else context.get(current)
+    _CONTEXTS[task] = context
+    owner = context.get(current)
     if isinstance(owner, RunContext):
         owner.turns.branched(task)
     return task
 
 
+#: The context each task on a lane's loop runs in, for the watchdog to name its run
+#: (`Task.get_context` comes with Python 3.12).
+_CONTEXTS: weakref.WeakKeyDictionary[asyncio.Task[Any], contextvars.Context] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _context_of(task: asyncio.Task[Any]) -> contextvars.Context | None:
-    """The contextvars context *task* runs in (``get_context`` from Python 3.12)."""
-    getter = getattr(task, "get_context", None)
-    if getter is not None:
-        found: contextvars.Context = getter()
-        return found
-    return getattr(task, "_context", None)
+    """The contextvars context *task* runs in."""
+    return _CONTEXTS.get(task)
