@@ -220,3 +220,20 @@ def test_durable_check_reports_a_wait_whose_schema_the_code_changed(
     assert main(["check", __name__, "--db", world.url]) == 0
     table = capsys.readouterr().out
     assert "1 wait(s) for a typed event whose schema this code changed" in table
+
+
+def test_a_client_without_the_code_is_checked_against_the_stored_schema(world: World) -> None:
+    run_id = _start(world, comment_flow)
+    client = durable.Client(world.url)
+    try:
+        with pytest.raises(durable.EventInvalid) as refused:
+            client.send(run_id, "comment", {"text": "hi"}, sender="svc")
+        assert refused.value.errors[0]["msg"] == "'stars' is a required property"
+        assert world.engine.backend.events(run_id) == []
+        client.send(run_id, "comment", {"text": "hi", "stars": 5}, sender="svc")
+    finally:
+        client.close()
+    [event] = world.engine.backend.events(run_id)
+    assert event.sender == "svc"
+    world.until(lambda: world.finished(run_id))
+    assert durable.get(run_id).result(timeout=5) == "hi/5"
