@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from durable import EventInvalid, RunStatus, send, wait, workflow
 from durable.core import event_schemas
+from durable.errors import ConfigurationError
 from durable.runtime import typed_events
 from durable.runtime.dry_replay import dry_replay
 from durable.testing import DurableEnv
@@ -199,3 +201,24 @@ def test_a_workflow_sending_a_bad_typed_event_gets_the_error_recorded(env: Durab
     assert env.execute(relays, target.id, {"approved": True, "amount": 2}) == "sent"
     assert target.result() == "True:2.0"
     assert env.run(target.id).status is RunStatus.COMPLETED
+
+
+def test_without_the_extra_a_schema_is_a_configuration_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "pydantic", None)  # import pydantic fails
+    with pytest.raises(ConfigurationError, match=r"durable\[pydantic\]"):
+        workflow(events={"approval": Note})
+    monkeypatch.setitem(sys.modules, "jsonschema", None)
+    with pytest.raises(ConfigurationError, match=r"needs jsonschema .*durable\[pydantic\]"):
+        event_schemas.validate_json({"title": "Other", "type": "object"}, {}, run_id="r", event="e")
+
+
+def test_an_untyped_event_keeps_any_payload_and_the_wait_returns_it(env: DurableEnv) -> None:
+    @workflow(name="tests.untyped_echo")
+    def echo() -> Any:
+        return wait("anything")
+
+    handle = env.dispatch(echo)
+    env.send(handle, "anything", Note(text="kept", stars=1))
+    assert handle.result() == Note(text="kept", stars=1), "no schema: the value as sent"

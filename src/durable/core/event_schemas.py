@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -107,15 +108,12 @@ def validate_json(stored: Mapping[str, Any], payload: Any, *, run_id: str, event
         ConfigurationError: jsonschema is not installed.
     """
     try:
-        import jsonschema
+        validator = _validator(json.dumps(stored, sort_keys=True))
     except ImportError:
         raise ConfigurationError(
             f"Run {run_id!r} waits for the typed event {event!r}: checking its payload "
             f"without the workflow's code needs jsonschema ({_EXTRA})."
         ) from None
-    validator = jsonschema.Draft202012Validator(
-        stored, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
     found = [
         {"loc": list(e.absolute_path), "msg": e.message, "type": str(e.validator)}
         for e in sorted(validator.iter_errors(payload), key=lambda e: list(e.absolute_path))
@@ -124,6 +122,17 @@ def validate_json(stored: Mapping[str, Any], payload: Any, *, run_id: str, event
         title = stored.get("title")
         named = title if isinstance(title, str) else "its schema"
         raise invalid(found, run_id=run_id, event=event, schema=named)
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(text: str) -> Any:
+    """A validator of the JSON Schema *text*, made once (making one costs more than
+    most validations)."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(
+        json.loads(text), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
 
 
 def invalid(

@@ -110,6 +110,9 @@ function wireEventForm(runId, base, refreshNow) {
   $("event-approve").addEventListener("click", () => fill({ approved: true }));
   $("event-reject").addEventListener("click", () => fill({ approved: false }));
   data.addEventListener("input", () => showError(""));
+  // another event's name: its payload is not this schema's, so the JSON box is back
+  $("event-name").addEventListener("input", () =>
+    showTyped(typed !== null && $("event-name").value.trim() === filledFor));
   $("event-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const name = $("event-name").value.trim();
