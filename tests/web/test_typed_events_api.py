@@ -10,6 +10,8 @@ import datetime as dt
 import enum
 import itertools
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -237,3 +239,45 @@ def test_a_client_without_the_code_is_checked_against_the_stored_schema(world: W
     assert event.sender == "svc"
     world.until(lambda: world.finished(run_id))
     assert durable.get(run_id).result(timeout=5) == "hi/5"
+
+
+def test_durable_send_in_a_process_without_the_code_checks_the_stored_schema(
+    world: World,
+) -> None:
+    """A fresh `durable send` process imports none of these workflows: the schemas it
+    checks are the ones the waits stored (the declared Refund's too)."""
+    refund, comment = _start(world, refund_flow, "o-5"), _start(world, comment_flow)
+
+    def send(run_id: str, event: str, data: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "durable",
+                "send",
+                run_id,
+                event,
+                "--data",
+                data,
+                "--user",
+                "erin",
+                "--db",
+                world.url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    refused = send(refund, "refund", '{"approved": true, "amount": 0, "colour": "green"}')
+    assert refused.returncode == 2, refused.stderr
+    assert "amount: 0 is less than or equal to the minimum of 0" in refused.stderr
+    assert "'when' is a required property" in refused.stderr
+    assert "colour: 'green' is not one of ['red', 'blue']" in refused.stderr
+    assert send(comment, "comment", '{"text": "x", "stars": 1.5}').returncode == 2
+    assert world.engine.backend.events(refund) == world.engine.backend.events(comment) == []
+    sent = send(comment, "comment", '{"text": "x", "stars": 1}')
+    assert sent.returncode == 0, sent.stderr
+    world.until(lambda: world.finished(comment))
+    assert durable.get(comment).result(timeout=5) == "x/1"
