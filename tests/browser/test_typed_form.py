@@ -38,6 +38,7 @@ class Review(BaseModel):
     due: dt.date
     address: Address
     note: str | None = None
+    urgency: Priority = Field(Priority.LOW, description="How soon it ships")
 
     @field_validator("reviewer")
     @classmethod
@@ -103,6 +104,7 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
         "address.street": "text",
         "address.city": "text",
         "note": "text",
+        "urgency": "select",
     }
     assert page.find("#event-field-amount").get_attribute("min") == "0"
     assert page.find("#event-field-items").get_attribute("step") == "1"
@@ -111,9 +113,16 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
         ".map(o => o.textContent);"
     )
     assert options == ["—", "low", "urgent"]
+    # a default beside a $ref (an enum field with a default) is preselected
+    urgency = page.js(
+        "const s = document.querySelector('#event-field-urgency');"
+        " return s.options[s.selectedIndex].textContent;"
+    )
+    assert urgency == "low"
     assert "Address" in page.text("#event-field-address legend")
     form = page.text("#event-fields")
     assert "Who reviewed it" in form and "Where the parcel goes" in form, "help text"
+    assert "How soon it ships" in form
     required = page.js(
         "return Array.from(document.querySelectorAll('#event-fields [required]'))"
         ".map(e => e.id.slice(12));"
@@ -182,6 +191,7 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
             "due": "2026-03-01",
             "address": {"street": "1 Main St", "city": "Lyon"},
             "note": None,
+            "urgency": "low",
         },
     }
     [event] = dashboard.engine.backend.events(run_id)

@@ -21,6 +21,8 @@ from typing import Any
 
 from durable.errors import ConfigurationError, EventInvalid
 
+from .text import check_text
+
 #: What a schema may be, as errors say it.
 ACCEPTED = "a Pydantic model (a subclass of pydantic.BaseModel) or a dataclass"
 _EXTRA = "pip install 'durable[pydantic]'"
@@ -64,7 +66,8 @@ def check_events(events: Mapping[str, Any] | None, where: str) -> dict[str, type
         named: object = name  # the caller's mapping may hold any key
         if not isinstance(named, str) or not named:
             raise TypeError(f"{where}: an event name is a non-empty string, not {name!r}.")
-        checked[name] = check(schema, f"{where}: events[{name!r}]")
+        check_text(named, "an event name")
+        checked[named] = check(schema, f"{where}: events[{named!r}]")
     return checked
 
 

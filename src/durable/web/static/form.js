@@ -45,13 +45,16 @@ export function schemaForm(schema, box) {
   return { read, showErrors };
 }
 
-/* The schema a $ref points to (only local ones: "#/$defs/Name"), else *node*. */
+/* The schema a $ref points to (only local ones: "#/$defs/Name"), else *node*; what
+   stands beside the $ref (a field's default, description, title) wins. */
 function resolve(root, node) {
   let seen = 0;
   while (node && typeof node.$ref === "string" && seen++ < 32) {
-    const path = node.$ref.replace(/^#\//, "").split("/");
-    node = path.reduce((at, part) => (at ? at[part.replace(/~1/g, "/").replace(/~0/g, "~")] : at),
-      root);
+    const { $ref, ...beside } = node;
+    const path = $ref.replace(/^#\//, "").split("/");
+    const target = path.reduce(
+      (at, part) => (at ? at[part.replace(/~1/g, "/").replace(/~0/g, "~")] : at), root);
+    node = { ...(target || {}), ...beside };
   }
   return node || {};
 }
