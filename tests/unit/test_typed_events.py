@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from durable import EventInvalid, RunStatus, send, wait, workflow
 from durable.core import event_schemas
-from durable.errors import ConfigurationError
+from durable.errors import ConfigurationError, NondeterminismError
 from durable.runtime import typed_events
 from durable.runtime.dry_replay import dry_replay
 from durable.testing import DurableEnv
@@ -222,3 +222,32 @@ def test_an_untyped_event_keeps_any_payload_and_the_wait_returns_it(env: Durable
     handle = env.dispatch(echo)
     env.send(handle, "anything", Note(text="kept", stars=1))
     assert handle.result() == Note(text="kept", stars=1), "no schema: the value as sent"
+
+
+class ApprovalV2(BaseModel):
+    approved: bool
+    amount: float
+    approver: str  # required: the payloads stored before it cannot build it
+
+
+@workflow(events={"approval": Approval})
+def approve_then_ship() -> str:
+    approval = wait("approval")
+    wait("shipped")
+    return str(approval.amount)
+
+
+def test_a_schema_change_that_cannot_read_a_received_payload_diverges(
+    env: DurableEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instance is rebuilt at every replay: a new class that cannot read what was
+    stored raises at the received wait, so the run would stop there (`durable check`
+    says so before a deploy) instead of going on with a different value."""
+    handle = env.dispatch(approve_then_ship)
+    env.send(handle, "approval", {"approved": True, "amount": 4})
+    run, history = env.run(handle.id), env.history(handle.id)
+    assert run.waiting_on == "event:shipped"
+    dry_replay(env.engine, approve_then_ship, run, history)  # today's code: fine
+    monkeypatch.setattr(approve_then_ship, "events", {"approval": ApprovalV2})
+    with pytest.raises(NondeterminismError):
+        dry_replay(env.engine, approve_then_ship, run, history)
