@@ -251,3 +251,6 @@ def test_a_schema_change_that_cannot_read_a_received_payload_diverges(
     monkeypatch.setattr(approve_then_ship, "events", {"approval": ApprovalV2})
     with pytest.raises(NondeterminismError):
         dry_replay(env.engine, approve_then_ship, run, history)
+    env.send(handle, "shipped")  # resumed on the new code: blocked, nothing lost
+    assert env.run(handle.id).status is RunStatus.BLOCKED
+    assert len(env.history(handle.id)) == len(history)
