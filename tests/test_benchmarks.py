@@ -106,6 +106,15 @@ def test_waits_benchmark_quick(tmp_path: Path) -> None:
         assert line["meets_targets"]["no_early_wake"] and line["env_30_days_ms"] > 0
 
 
+def test_typed_events_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/typed_events.py --quick sends to untyped, declared and stored-schema
+    waits and prints the time per send of each."""
+    for line in run_quick("typed_events.py", "sqlite", tmp_path):
+        assert line["runs_each"] == 20
+        for key in ("raw", "untyped", "declared", "stored_schema"):
+            assert line[f"{key}_send_us"] > 0
+
+
 def test_schedules_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/schedules.py --quick fires 200 schedules due at once with two worker
     processes: every tick makes its run, none early."""

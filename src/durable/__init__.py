@@ -27,6 +27,7 @@ from .core.retry import RetryPolicy
 from .errors import (
     Cancelled,
     DurableError,
+    EventInvalid,
     IdempotencyConflict,
     NondeterminismError,
     NonRetryable,
@@ -46,6 +47,7 @@ __all__ = [
     "Client",
     "DurableError",
     "Engine",
+    "EventInvalid",
     "Handle",
     "IdempotencyConflict",
     "NonRetryable",

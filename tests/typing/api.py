@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import assert_type
 
 import durable
@@ -41,6 +42,20 @@ async def apipeline(n: int) -> int:
     value = await afetch(n)
     assert_type(value, int)
     return value
+
+
+@dataclasses.dataclass
+class Approval:
+    approved: bool
+
+
+@workflow(events={"approval": Approval})
+def approving() -> bool:
+    # A typed event's wait returns the schema's instance; an untyped one, Any.
+    approval = durable.wait("approval", schema=Approval, timeout=60)
+    assert_type(approval, Approval)
+    durable.send("other-run", "approval", approval)
+    return approval.approved
 
 
 def application() -> None:

@@ -50,6 +50,7 @@ REFS_AT_7B8C3D1 = {
 #: classes exported since, named by their module's first name like their neighbours.
 REFS_ADDED = {
     "Client": "durable.api.client:Client",
+    "EventInvalid": "durable.errors:EventInvalid",
     "RunInfo": "durable._records:RunInfo",
     "TaskInfo": "durable._records:TaskInfo",
     "TaskTimeout": "durable.errors:TaskTimeout",

@@ -122,10 +122,20 @@ class Client:
         self.engine.reread(run_id)
         return Handle(self.engine, run_id)
 
-    def send(self, run_id: str, event: str, data: Any = None, *, key: str | None = None) -> None:
+    def send(
+        self,
+        run_id: str,
+        event: str,
+        data: Any = None,
+        *,
+        key: str | None = None,
+        sender: str | None = None,
+    ) -> None:
         """Send event *event* with *data* to run *run_id* (see `durable.send`; *data*
-        is stored as JSON). With a *key*, a retried send is delivered once."""
-        send(Handle(self.engine, run_id), event, data, key=key)
+        is stored as JSON). With a *key*, a retried send is delivered once; *sender*
+        is recorded with the event. A typed event's *data* is checked against the JSON
+        Schema its waiting run stored (`EventInvalid`; nothing sent)."""
+        send(Handle(self.engine, run_id), event, data, key=key, sender=sender)
 
     def list_runs(
         self,

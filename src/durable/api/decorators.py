@@ -11,10 +11,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
+from durable.core import event_schemas
 from durable.core.functions import ON_DIVERGENCE, Durable
 from durable.core.limits import TaskLimits
 from durable.core.records import StepKind
@@ -89,6 +91,7 @@ def workflow(
     on_divergence: str = "block",
     schedule: str | None = None,
     every: timedelta | float | None = None,
+    events: Mapping[str, type] | None = None,
     **schedule_options: Any,
 ) -> Callable[[Callable[P, R]], Workflow[P, R]]: ...
 def workflow(
@@ -100,6 +103,7 @@ def workflow(
     on_divergence: str = "block",
     schedule: str | None = None,
     every: timedelta | float | None = None,
+    events: Mapping[str, type] | None = None,
     **schedule_options: Any,
 ) -> Workflow[P, R] | Callable[[Callable[P, R]], Workflow[P, R]]:
     """Make *fn* a durable workflow.
@@ -135,13 +139,19 @@ def workflow(
             named after the workflow; a tick fires once however many workers run).
             With ``timezone=`` (default UTC), ``catch_up=``, ``max_catch_up=``,
             ``overlap=``, ``queue=``, ``priority=``, ``jitter=``: see docs/howto/schedules.md.
+        events: the typed events its runs wait for, by name: ``{"approval": Approval}``
+            (a Pydantic model or a dataclass; ``durable[pydantic]``). A `send` of one
+            is validated before anything is stored, even before the run reaches its
+            wait; ``wait("approval")`` returns an ``Approval`` (docs/howto/human-tasks.md).
 
     Raises:
         ConfigurationError: *timeout* is not a positive duration.
         ValueError: a bad *on_divergence*, cron expression, zone, interval or schedule
             option (named).
         TypeError: a class without ``handle(self)``, or with a handler whose parameters
-            are not the expected ones.
+            are not the expected ones; an *events* schema that is neither a Pydantic
+            model nor a dataclass.
+        ConfigurationError: *events* given without Pydantic installed.
     """
     limits = TaskLimits.of(timeout, None, None, decorator="workflow")
     if on_divergence not in ON_DIVERGENCE:
@@ -149,6 +159,7 @@ def workflow(
             f"@workflow(on_divergence={on_divergence!r}): choose 'block' (stop the run "
             "until the code matches its history again) or 'fail' (end it failed)."
         )
+    declared = event_schemas.check_events(events, "@workflow(events=...)")
     spec = None
     if schedule is not None or every is not None or schedule_options:
         unknown = set(schedule_options) - SCHEDULE_OPTIONS
@@ -159,6 +170,8 @@ def workflow(
     def make(f: Any) -> Workflow[Any, Any]:
         made = _workflow(f, name, limits)
         made.on_divergence = on_divergence
+        if declared:
+            made.events = MappingProxyType(declared)
         if spec is not None:
             schedules.DECLARED[made.name] = spec
         return made

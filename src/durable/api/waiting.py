@@ -10,11 +10,12 @@ import datetime as dt
 import time
 from typing import Any, TypeVar, overload
 
+from durable.core import event_schemas
 from durable.core.durations import seconds as _seconds
 from durable.core.durations import within_horizon
 from durable.core.text import check_text
 from durable.errors import DurableError
-from durable.runtime import waits
+from durable.runtime import typed_events, waits
 from durable.runtime.activity import TaskScope
 from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import get_engine
@@ -22,6 +23,7 @@ from durable.runtime.defaults import get_engine
 from .handles import Handle
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 @overload
@@ -31,6 +33,8 @@ def wait(duration: float | dt.timedelta, /) -> None: ...
 @overload
 def wait(*, until: dt.datetime) -> None: ...
 @overload
+def wait(event: str, /, *, timeout: float | dt.timedelta | None = None, schema: type[T]) -> T: ...
+@overload
 def wait(event: str, /, *, timeout: float | dt.timedelta | None = None) -> Any: ...
 def wait(
     what: Handle[Any] | float | dt.timedelta | str | None = None,
@@ -38,6 +42,7 @@ def wait(
     *,
     until: dt.datetime | None = None,
     timeout: float | dt.timedelta | None = None,
+    schema: type | None = None,
 ) -> Any:
     """Wait for a run, for a while, until a moment, or for an event.
 
@@ -48,6 +53,11 @@ def wait(
       named ``"reviewed"`` sent to this run (see `send`), whatever it is (``None``
       included); `WaitTimeout` if *timeout* passes first. Events sent before the wait
       is reached wait in the run's inbox; each is consumed by one wait, oldest first.
+    * ``wait("approval", schema=Approval)``: a typed event (``Approval`` a Pydantic
+      model or a dataclass; ``durable[pydantic]``): the payload comes back as an
+      ``Approval``, and `send` refuses a payload that does not match it. Declaring it
+      on the workflow (``@workflow(events={"approval": Approval})``) does the same for
+      ``wait("approval")`` and lets `send` check payloads before the run gets here.
 
     Inside a workflow each wait is recorded: its deadline the first time it runs, and
     how it ended, so replay takes the same branch. A wait that is not over suspends
@@ -58,7 +68,11 @@ def wait(
     Raises:
         WaitTimeout: waiting for a run that did not finish, or for an event that did
             not arrive, within *timeout* (recorded: replay raises it again).
-        TypeError, ValueError: the arguments do not name one kind of wait.
+        TypeError, ValueError: the arguments do not name one kind of wait; a *schema*
+            that is neither a Pydantic model nor a dataclass, or that differs from the
+            one the workflow declares for the event.
+        EventInvalid: a typed event's stored payload does not build its schema (a
+            payload sent by code that could not check it); the event is consumed.
         InvalidValue: the event name holds a NUL character or a lone surrogate (a
             ValueError; in a workflow, raised by this call: catch it, or the run fails).
         DurableError: an event wait outside a workflow (only runs have inboxes).
@@ -72,6 +86,8 @@ def wait(
         )
     seconds = _seconds(timeout, "timeout")
     context = current.get()
+    if schema is not None and not isinstance(what, str):
+        raise TypeError("schema= goes with wait(event_name): it is the event's payload type.")
     if isinstance(what, Handle):
         _only(until=until)
         return what.result(seconds)
@@ -87,7 +103,7 @@ def wait(
                 "wait(handle)."
             )
         try:
-            payload = waits.receive(context, what, seconds)
+            payload = waits.receive(context, what, seconds, _schema(context, what, schema))
         except Exception:
             context.returned()
             raise
@@ -119,13 +135,34 @@ def wait(
     return None
 
 
+def _schema(context: RunContext, event: str, schema: type | None) -> type | None:
+    """The schema of *event* in this run: *schema*, or the one its workflow declares
+    (the two must agree)."""
+    declared = typed_events.declared(context.workflow, event)
+    if schema is None:
+        return declared
+    schema = event_schemas.check(schema, f"wait({event!r}, schema=...)")
+    if declared is not None and declared is not schema:
+        raise TypeError(
+            f"wait({event!r}, schema={schema.__qualname__}): the workflow declares "
+            f"events={{{event!r}: {declared.__qualname__}}}. Use one schema for the event "
+            "(or leave schema= out: the declared one applies)."
+        )
+    return schema
+
+
 def _only(*, until: dt.datetime | None) -> None:
     if until is not None:
         raise TypeError("until= is for sleeps: wait(until=datetime) alone.")
 
 
 def send(
-    run: str | Handle[Any], event: str, payload: Any = None, *, key: str | None = None
+    run: str | Handle[Any],
+    event: str,
+    payload: Any = None,
+    *,
+    key: str | None = None,
+    sender: str | None = None,
 ) -> None:
     """Send event *event*, carrying *payload*, to a run: its next ``wait(event)`` gets it.
 
@@ -135,9 +172,18 @@ def send(
     twice. From a task body it goes to the database of the engine running the task
     (a worker's, whatever the default engine is). From application code or a task
     body, pass a *key* (a webhook's delivery id, say) to make retried sends deliver
-    once: a key the run has seen before is ignored.
+    once: a key the run has seen before is ignored. *sender* names who sent it (a
+    user, a service): stored with the event, shown in the run's events.
+
+    A typed event (``wait(event, schema=...)``, or declared with
+    ``@workflow(events=...)``) is validated before anything is stored: the payload may
+    be the schema's instance or a dict of its fields; the JSON form of the validated
+    instance is stored. Without the workflow's code in this process, the payload is
+    checked against the JSON Schema its waiting run stored.
 
     Raises:
+        EventInvalid: the payload does not match the event's schema (its ``errors``
+            name each field); nothing was sent.
         RunNotFound: no run has this id.
         RunFinished: the run has finished; it would never consume the event.
         SerializationError: the payload cannot be stored; nothing was sent.
@@ -151,10 +197,15 @@ def send(
     check_text(run_id, "a run id")
     if key is not None:
         check_text(key, "an event key")
+    if sender is not None:
+        check_text(sender, "a sender")
     context = current.get()
     if isinstance(context, RunContext):
-        if key is not None:
-            raise TypeError("key= is for application code; inside a workflow, sends are keyed.")
+        if key is not None or sender is not None:
+            raise TypeError(
+                "key= and sender= are for application code; inside a workflow, sends are "
+                "keyed by their position and the sender is the run."
+            )
         waits.send(context, run_id, event, payload)
         return
     if isinstance(run, Handle):
@@ -163,5 +214,6 @@ def send(
         host = context.host  # a task body: the database of the engine running it
     else:
         host = get_engine()
+    payload = typed_events.checked(host, run_id, event, payload)
     data = host.dump(payload, f"the payload of event {event!r}")
-    host.backend.send_event(run_id, event, data, key=key)
+    host.backend.send_event(run_id, event, data, key=key, sender=sender)

@@ -28,11 +28,13 @@ Exit codes: 0 when every unfinished run would replay, 1 when at least one would 
 
 
 def verdict(result: Mapping[str, Any]) -> str:
-    """``ok``, or ``would diverge at position N: <why>``."""
+    """``ok``, or ``would diverge at position N: <why>``; then, for a wait on a typed
+    event whose schema the code changed, ``; <why>``."""
+    changed = f"; {result['schema_changed']}" if result.get("schema_changed") else ""
     if result["ok"]:
-        return "ok"
+        return "ok" + changed
     where = "" if result.get("position") is None else f" at position {result['position']}"
-    return f"would diverge{where}: {result['message']}"
+    return f"would diverge{where}: {result['message']}{changed}"
 
 
 COLUMNS = (
@@ -55,6 +57,12 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
     runs on each side of every `durable.patched` id met."""
     diverging = sum(not result["ok"] for result in results)
     lines = [f"{len(results)} checked: {diverging} would diverge."]
+    changed = sum(bool(result.get("schema_changed")) for result in results)
+    if changed:
+        lines.append(
+            f"{changed} wait(s) for a typed event whose schema this code changed: their "
+            "payloads must fit the new schema (keep it compatible until they are answered)."
+        )
     versions: dict[str | None, list[int]] = {}
     sides: dict[str, dict[str, int]] = {}
     for result in results:

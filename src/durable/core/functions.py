@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, Generic, TypeVar
 
 from typing_extensions import ParamSpec
@@ -67,6 +68,9 @@ class Durable(Generic[P, R_co]):
     #: BLOCKED, resume once the code matches again) or ``"fail"`` (end FAILED with the
     #: `NondeterminismError`). Workflows only: `ON_DIVERGENCE`.
     on_divergence: str = "block"
+    #: the typed events a workflow declares (``@workflow(events={name: schema})``): a
+    #: ``send`` of one is validated against its schema, its ``wait`` returns an instance.
+    events: Mapping[str, type] = MappingProxyType({})
 
     def __init__(
         self,

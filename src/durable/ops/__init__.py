@@ -25,17 +25,18 @@ from durable.core.records import Run, RunQuery
 from durable.core.run_options import check_priority, check_queue, check_run_id
 from durable.core.text import check_text
 from durable.errors import (
+    EventInvalid,
     IdempotencyConflict,
     InvalidValue,
     RunFinished,
     RunNotFound,
     SerializationError,
 )
-from durable.runtime import named
+from durable.runtime import named, typed_events
 from durable.runtime import registry as _registry
 from durable.runtime.engine import Engine
 
-from . import _control, _queues, _schedules, _views
+from . import _control, _queues, _schedules, _views, _waiting
 from ._check import check_run, unfinished
 from ._errors import BadRequest, Conflict, NotFound, OpsError, no_run
 from ._flows import FlowOps
@@ -188,6 +189,11 @@ class Operations:
         process, running nothing: a CheckResult per run (see `_check`)."""
         return [check_run(self.engine, run) for run in unfinished(self.engine, limit)]
 
+    def waiting(self, run_id: str) -> dict[str, Any]:
+        """What the run waits for; for a typed event, its name and JSON Schema (the
+        form to answer it with): a Waiting (`_waiting.view`)."""
+        return _waiting.view(self.engine, self._run(run_id))
+
     # -- acting -----------------------------------------------------------------------
 
     def start(
@@ -288,13 +294,17 @@ class Operations:
         key: str | None = None,
     ) -> dict[str, Any]:
         """Put an event in a run's inbox (a human task's answer, say); the run's
-        ``wait(event)`` receives *data*."""
+        ``wait(event)`` receives *data*. A typed event's *data* is validated first: a
+        BadRequest whose ``errors`` name the fields at fault, and nothing stored."""
         if not event:
             raise BadRequest("An event needs a name.")
         try:
             _check_texts(run_id=run_id, event=event, sender=sender, key=key)
+            data = typed_events.checked(self.engine, run_id, event, data)
             payload = self.engine.dump(data, f"the payload of event {event!r}")
             sent = self.backend.send_event(run_id, event, payload, key=key, sender=sender)
+        except EventInvalid as error:
+            raise BadRequest(str(error), errors=error.errors) from None
         except (SerializationError, InvalidValue) as error:
             raise BadRequest(str(error)) from None
         except RunNotFound:

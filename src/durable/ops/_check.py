@@ -5,7 +5,9 @@ process, executing and writing nothing (`durable.runtime.dry_replay`). A run who
 makes other durable calls than it recorded would stop as BLOCKED on resuming after a
 deploy; this says so before the deploy. Each result also names the run's code version
 and, per `durable.patched` id the replay met, the branch the run takes ("new" or
-"old"): once no run is on the old side, the old branch may go (`deprecate_patch`).
+"old"): once no run is on the old side, the old branch may go (`deprecate_patch`);
+and, for a run waiting for a typed event, whether its stored schema differs from the
+one the code declares now (``schema_changed``: why, or None).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from durable.errors import DurableError, NondeterminismError
 from durable.runtime import registry as _registry
 from durable.runtime.dry_replay import dry_replay
 from durable.runtime.engine import Engine
+
+from ._waiting import schema_change
 
 UNFINISHED = (
     RunStatus.QUEUED,
@@ -81,4 +85,5 @@ def check_run(engine: Engine, run: Run) -> dict[str, Any]:
     else:
         result["message"] = f"replays its {len(history)} recorded step(s)"
         result["patches"] = {patch: "new" if new else "old" for patch, new in taken.items()}
+    result["schema_changed"] = schema_change(engine, run)
     return result

@@ -22,12 +22,20 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from durable.core import faults
+from durable.core import event_schemas, faults
 from durable.core.clock import SystemClock
 from durable.core.hashing import call_hash
 from durable.core.records import RunStatus, Step, StepKind, StepStatus
-from durable.errors import LeaseLost, RunFinished, RunNotFound, StorageError, WaitTimeout
+from durable.errors import (
+    EventInvalid,
+    LeaseLost,
+    RunFinished,
+    RunNotFound,
+    StorageError,
+    WaitTimeout,
+)
 
+from . import typed_events
 from .context import RunContext
 from .loops import in_event_loop
 
@@ -127,15 +135,27 @@ def sleep_until(context: RunContext, deadline: float) -> None:
     _handled(context, live=False)
 
 
-def receive(context: RunContext, name: str, timeout: float | None) -> Any:
-    """Wait for the next event *name* sent to this run; its payload, or `WaitTimeout`."""
+def receive(
+    context: RunContext, name: str, timeout: float | None, schema: type | None = None
+) -> Any:
+    """Wait for the next event *name* sent to this run; its payload, or `WaitTimeout`.
+
+    With a *schema* (a typed event), its JSON Schema is recorded with the wait (for
+    senders without this code) and the payload comes back as the schema's instance,
+    built from the stored payload each time (replay too); `EventInvalid` if it does
+    not fit (a payload no sender could check)."""
     position = context.allocate()
-    digest = call_hash(StepKind.EVENT, name, {})
+    digest = call_hash(StepKind.EVENT, name, {})  # the schema is not part of the call
     recorded = context.decide(position, StepKind.EVENT, name, digest)
     if recorded is None or not recorded.status.finished:
-        recorded = _receiving(context, position, name, digest, recorded, timeout=timeout)
+        recorded = _receiving(
+            context, position, name, digest, recorded, timeout=timeout, schema=schema
+        )
     _handled(context, live=False)
-    return _received(context, recorded)
+    payload = _received(context, recorded)
+    if schema is None:
+        return payload
+    return event_schemas.validate(schema, payload, run_id=context.run_id, event=name)
 
 
 def _receiving(
@@ -146,6 +166,7 @@ def _receiving(
     recorded: Step | None,
     *,
     timeout: float | None,
+    schema: type | None,
 ) -> Step:
     """The event wait at *position*, not finished: the event it takes now, or its
     timeout recorded; else suspend the run (after handling other events)."""
@@ -159,7 +180,10 @@ def _receiving(
     if deadline is not None and deadline <= now:
         return context.record(_ended(context, started, output=_NULL, input=_TIMED_OUT))
     if recorded is None:
-        preview = host.preview({"timeout": timeout})
+        shown: dict[str, Any] = {"timeout": timeout}
+        if schema is not None:
+            shown[typed_events.SCHEMA] = event_schemas.json_schema(schema)
+        preview = host.preview(shown)
         context.record(dataclasses.replace(started, wake_at=deadline, input=preview))
     _handled(context, live=True, exclude=name)
     raise _suspend(context, deadline, f"event:{name}")
@@ -284,13 +308,14 @@ def send(context: RunContext, run_id: str, name: str, payload: Any) -> None:
         return
     host = context.host
     started = _waiting(context, position, StepKind.SEND, name, digest)
-    data = host.dump(payload, f"the payload of event {name!r} sent at position {position}")
     faults.hit("before_checkpoint", f"send:{name}")
     try:
+        payload = typed_events.checked(host, run_id, name, payload)
+        data = host.dump(payload, f"the payload of event {name!r} sent at position {position}")
         event = host.backend.send_event(
             run_id, name, data, key=f"{context.run_id}:{position}", sender=context.run_id
         )
-    except (RunNotFound, RunFinished) as error:
+    except (RunNotFound, RunFinished, EventInvalid) as error:
         failed = _ended(context, started, status=StepStatus.FAILED, error=host.dump_error(error))
         context.replayed(context.record(failed))
         return

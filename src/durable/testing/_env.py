@@ -211,10 +211,16 @@ class DurableEnv:
         return result
 
     def send(
-        self, run: str | Handle[Any], event: str, payload: Any = None, *, key: str | None = None
+        self,
+        run: str | Handle[Any],
+        event: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        sender: str | None = None,
     ) -> None:
         """`durable.send`, then run what the event wakes."""
-        send(run, event, payload, key=key)
+        send(run, event, payload, key=key, sender=sender)
         self.drain()
 
     # -- looking -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from ._http import Request, Response, not_modified
 from ._layout import layout
 from ._routes import Params, Route, route
 from ._security import Guard, Principal
+from ._waiting import WaitingApi
 
 if TYPE_CHECKING:
     from durable.ops import Operations
@@ -44,6 +45,7 @@ class Api:
             route("POST", "/api/v1/runs", self.start),
             route("GET", "/api/v1/runs/{id}/history", self.history),
             route("GET", "/api/v1/runs/{id}/graph", self.graph),
+            *WaitingApi(self.ops).routes(),
             route("POST", "/api/v1/runs/{id}/cancel", self.cancel),
             route("POST", "/api/v1/runs/{id}/pause", self.pause),
             route("POST", "/api/v1/runs/{id}/resume", self.resume),

@@ -95,7 +95,8 @@ class WebApp:
         except HTTPError as error:
             response = Response.problem(error.status, error.detail, error.headers)
         except OpsError as error:
-            response = Response.problem(error.status, str(error))
+            fields = getattr(error, "errors", None)  # a typed event's payload: each field
+            response = Response.problem(error.status, str(error), errors=fields)
         except InvalidValue as error:  # bad input the database refused: not an outage
             response = Response.problem(400, str(error))
         except StorageError as error:  # its message names no password

@@ -101,14 +101,23 @@ class Response:
         return cls(status, [("Content-Type", "application/json")], dumps(data))
 
     @classmethod
-    def problem(cls, status: int, detail: str, headers: Iterable[tuple[str, str]] = ()) -> Response:
-        """An RFC 9457 problem document: type, title, status and detail."""
-        body = {
+    def problem(
+        cls,
+        status: int,
+        detail: str,
+        headers: Iterable[tuple[str, str]] = (),
+        errors: list[dict[str, Any]] | None = None,
+    ) -> Response:
+        """An RFC 9457 problem document: type, title, status and detail; with *errors*,
+        the fields at fault (``[{"loc": [...], "msg": ...}]``: a typed event's payload)."""
+        body: dict[str, Any] = {
             "type": "about:blank",
             "title": HTTPStatus(status).phrase,
             "status": status,
             "detail": detail,
         }
+        if errors is not None:
+            body["errors"] = errors
         return cls(status, [("Content-Type", "application/problem+json"), *headers], dumps(body))
 
     @classmethod

@@ -6,9 +6,10 @@
 export const session = { csrf: "", read_only: true };
 
 export class ApiError extends Error {
-  constructor(status, detail) {
+  constructor(status, detail, errors) {
     super(detail);
     this.status = status;
+    this.errors = errors || []; // a typed event's payload: [{ loc, msg }] per field
   }
 }
 
@@ -17,16 +18,18 @@ export class ApiError extends Error {
 export async function readJSON(response) {
   if (response.ok) return response.status === 204 ? null : response.json();
   let detail = `${response.status} ${response.statusText}`;
+  let errors = [];
   try {
     const problem = await response.json();
     detail = problem.detail || problem.title || detail;
+    if (Array.isArray(problem.errors)) errors = problem.errors;
   } catch (ignored) {
     // not problem+json (a proxy's error page): the status line says enough
   }
   if (response.status === 401) {
     detail = "You are not signed in: open the URL that `durable ui` printed (it holds the token).";
   }
-  throw new ApiError(response.status, detail);
+  throw new ApiError(response.status, detail, errors);
 }
 
 export async function getJSON(url) {

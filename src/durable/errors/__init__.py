@@ -26,6 +26,7 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── LeaseLost                       another owner took the run over (fencing)
     ├── StorageError                    the database failed or cannot be reached
     ├── InvalidValue (ValueError)       a value that cannot be stored (a NUL in a name)
+    ├── EventInvalid (ValueError)       an event payload that does not match its schema
     ├── FlowFileError (ValueError)      a flow file that cannot be used (file, line, key)
     ├── FlowRefused (ValueError)        a verb on a flow's task that does not apply now
     │   ├── UnknownTask (LookupError)   the flow has no task of that name
@@ -38,11 +39,17 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
 `Cancelled` derives from `BaseException`, like `asyncio.CancelledError`, so that
 `except Exception` in workflow code cannot swallow it by accident. Internal control
 signals also derive from `BaseException` and live elsewhere.
+
+The classes live in this package's modules (`_base`, `_events`, here) but are named
+``durable.errors.X`` wherever they are defined, so pickles and stored error payloads
+keep naming them as they always have.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from ._base import DurableError
+from ._base import _rebuild as _rebuild  # pickles written before name durable.errors._rebuild
+from ._events import EventInvalid
 
 __all__ = [
     "BadAnswer",
@@ -50,6 +57,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateNameError",
     "DurableError",
+    "EventInvalid",
     "FlowFileError",
     "FlowRefused",
     "IdempotencyConflict",
@@ -73,28 +81,6 @@ __all__ = [
     "WaitTimeout",
     "WorkflowTimeout",
 ]
-
-
-class DurableError(Exception):
-    """Base class of every error durable raises on purpose."""
-
-    def __init__(self, message: str, **fields: Any) -> None:
-        super().__init__(message)
-        self.message = message
-        for key, value in fields.items():
-            setattr(self, key, value)
-        self._fields = fields
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword fields are not in self.args; rebuild through a helper so that
-        # pickling (across processes, into history rows) keeps them.
-        return (_rebuild, (type(self), self.message, self._fields))
-
-
-def _rebuild(cls: type[DurableError], message: str, fields: dict[str, Any]) -> DurableError:
-    error = cls.__new__(cls)
-    DurableError.__init__(error, message, **fields)
-    return error
 
 
 class ConfigurationError(DurableError):
