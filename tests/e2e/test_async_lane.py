@@ -17,7 +17,13 @@ from tests.e2e.test_workers import finished, stop_all, until
 from tests.e2e.workers_app import io_bound, io_storm
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("url", SQL, indirect=True)]
+# They check what the runs end with and the worker's threads, never how fast: they run
+# on two pytest-xdist workers beside the other tests (scripts/check.py).
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.untimed,
+    pytest.mark.parametrize("url", SQL, indirect=True),
+]
 
 
 def threads_of(pid: int) -> int:
