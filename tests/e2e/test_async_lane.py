@@ -92,3 +92,20 @@ def test_sigkill_of_an_async_worker_mid_run(children: Children, url: str) -> Non
     report = check(url, children.ledger, expected, killed=[victim.pid])
     assert report.runs == total and report.steps == 3 * total
     assert report.repeated > 0, "the kill must have caught bodies in flight"
+
+
+def test_the_heartbeat_keeps_the_leases_of_async_runs(children: Children, url: str) -> None:
+    """Async task bodies awaiting 2.5 s, three times the 0.8 s lease, beside a second
+    worker that would take any expired lease over: the heartbeat renews the lane's runs
+    with the others, so no body runs twice."""
+    with durable.Engine(url) as engine:
+        for i in range(4):
+            engine.dispatch_call(io_storm.bind(i, 2.5), run_id=f"long-{i}")
+    first = children.start_worker("--lease", "0.8")
+    until(lambda: len(read_ledger(children.ledger)) >= 4, 30, "every run's first body")
+    second = children.start_worker("--lease", "0.8")
+    until(lambda: finished(url) >= 4, 60, "every run to finish")
+    stop_all(children, [first, second])
+    expected = {f"long-{i}": [10 * i, 10 * i + 1, 10 * i + 2] for i in range(4)}
+    report = check(url, children.ledger, expected)  # a repeat would need a killed process
+    assert report.repeated == 0 and report.bodies == 12
