@@ -26,7 +26,6 @@ boundaries. Where a stdlib class says the same thing, the error inherits it too,
     ├── LeaseLost                       another owner took the run over (fencing)
     ├── StorageError                    the database failed or cannot be reached
     ├── InvalidValue (ValueError)       a value that cannot be stored (a NUL in a name)
-    ├── StreamClosed                    a value written to a stream that was closed
     ├── FlowFileError (ValueError)      a flow file that cannot be used (file, line, key)
     ├── FlowRefused (ValueError)        a verb on a flow's task that does not apply now
     │   ├── UnknownTask (LookupError)   the flow has no task of that name
@@ -69,7 +68,6 @@ __all__ = [
     "ScheduleConflict",
     "SerializationError",
     "StorageError",
-    "StreamClosed",
     "TaskTimeout",
     "UnknownTask",
     "WaitTimeout",
@@ -354,21 +352,6 @@ class InvalidValue(DurableError, ValueError):
     workflow can catch it) and a run that does not ends failed, at once. Nothing was
     written by the call that raised it.
     """
-
-
-class StreamClosed(DurableError):
-    """A value written to a run's stream that was closed already (by `Stream.close()`
-    in the workflow or in a task body). Nothing was written. A stream is closed for
-    good (closing it again is allowed and does nothing); write to a stream of another
-    name instead.
-
-    Attributes:
-        run_id: the run.
-        stream: the stream's name.
-    """
-
-    run_id: str
-    stream: str
 
 
 class FlowFileError(DurableError, ValueError):

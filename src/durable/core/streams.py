@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from durable.errors import InvalidValue, StreamClosed
+from durable.errors import InvalidValue
 
 from .text import check_text
 
@@ -93,14 +93,14 @@ def place(
         item is stored already, or the stream is closed already and this closes it).
 
     Raises:
-        StreamClosed: a value written after the close marker.
+        InvalidValue: a value written after the close marker.
     """
     if found is not None:
         return found, False
     if closed:
         if payload is None:
             return last if last is not None else 0, False
-        raise StreamClosed(
+        raise InvalidValue(
             f"Stream {name!r} of run {run_id!r} is closed: nothing more can be written "
             "to it. Write to a stream of another name, or close it only once all its "
             "values are written.",

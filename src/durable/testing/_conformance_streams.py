@@ -6,7 +6,7 @@ watchers woken by a write, and streams purged with their run."""
 from __future__ import annotations
 
 from durable.core.records import RunStatus
-from durable.errors import LeaseLost, StreamClosed
+from durable.errors import InvalidValue, LeaseLost
 
 from ._conformance import MakeBackend, _opened, _race
 from ._conformance import _new as _running
@@ -31,7 +31,7 @@ def _refused(call: object, error: type[BaseException], why: str) -> None:
 def check_stream_write_read_and_close(make: MakeBackend) -> None:
     """write_stream appends at offsets 0, 1, 2... per stream; read_stream reads from any
     offset, up to a limit; a close marker (no payload) ends the stream, a later value is
-    refused with StreamClosed, closing again writes nothing; streams() lists each
+    refused with InvalidValue, closing again writes nothing; streams() lists each
     stream's values and whether it is closed."""
     with _opened(make) as backend:
         backend.create_run(_running())
@@ -49,8 +49,8 @@ def check_stream_write_read_and_close(make: MakeBackend) -> None:
         assert backend.read_stream("run-1", "tokens", 3, limit=5)[0].closed
         _refused(
             lambda: backend.write_stream("run-1", 1, "tokens", b"jd", seq=None),
-            StreamClosed,
-            "a value after the close marker raises StreamClosed",
+            InvalidValue,
+            "a value after the close marker raises InvalidValue",
         )
         assert backend.write_stream("run-1", 1, "tokens", None, seq=None) == 3, "closed once"
         assert len(_values(backend, "tokens")) == 4, "nothing written after the close"

@@ -36,7 +36,7 @@ class StreamStore(Protocol):
 
         Raises:
             LeaseLost: the run is not RUNNING at *epoch*; nothing was written.
-            StreamClosed: a value written after the stream's close marker.
+            InvalidValue: a value written after the stream's close marker.
         """
         ...
 
