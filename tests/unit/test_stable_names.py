@@ -51,6 +51,7 @@ REFS_AT_7B8C3D1 = {
 REFS_ADDED = {
     "Client": "durable.api.client:Client",
     "RunInfo": "durable._records:RunInfo",
+    "Stream": "durable.api.streams:Stream",
     "TaskInfo": "durable._records:TaskInfo",
     "TaskTimeout": "durable.errors:TaskTimeout",
     "WaitTimeout": "durable.errors:WaitTimeout",
