@@ -1,7 +1,8 @@
 /* The page of one run (#/runs/<id>): header, actions (pause, resume, cancel, retry),
    the event form, input/output/error, the properties it published (state), the graph,
    the timeline, the history (marking where the state changed, and a "re-run from
-   here" button on each step: a fork), and the actions and events recorded. */
+   here" button on each step: a fork), the actions and events recorded, and the
+   run's streams, live (streams.js). */
 
 import {
   $, cells, chip, confirmAction, el, flowLink, formatDuration, formatTime, notice, pretty,
@@ -10,6 +11,7 @@ import {
 import { GraphView } from "./graph.js";
 import { conditionalGet, post, session } from "./http.js";
 import { openPanel, refreshPanel } from "./panel.js";
+import { streamsView } from "./streams.js";
 import { drawTimeline } from "./timeline.js";
 
 /* The workflows of a process flow and of one launch of its command tasks. */
@@ -74,6 +76,7 @@ export function runPage(runId, refreshNow) {
     }
   });
   const eventForm = wireEventForm(runId, base, refreshNow);
+  const refreshStreams = streamsView(base);
 
   async function refresh() {
     const [detail, layout] = await Promise.all([get(base), get(base + "/graph")]);
@@ -90,6 +93,7 @@ export function runPage(runId, refreshNow) {
       page.graph.update(layout.data, page.detail.history || []);
     }
     refreshPanel(page);
+    await refreshStreams();
   }
   return page;
 }
