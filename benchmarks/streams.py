@@ -23,6 +23,7 @@ import sys
 sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -84,10 +85,8 @@ def measure(url: str, k: int) -> dict[str, Any]:
     engine = durable.configure(url)
     CODE["stop"] = True
     run_id = f"writer-{uuid.uuid4().hex[:8]}"
-    try:
+    with contextlib.suppress(Stop):
         durable.execute(writer, k, id=run_id)
-    except Stop:
-        pass
     live = ELAPSED["loop"]
     CODE["stop"] = False
     durable.execute(writer, k, id=run_id)
