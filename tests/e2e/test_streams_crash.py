@@ -16,7 +16,7 @@ from tests.e2e.harness import Children
 from tests.e2e.streams_app import streamer
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.untimed]
 
 COUNT = 10
 KILL_AT = 5

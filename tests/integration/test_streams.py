@@ -208,3 +208,44 @@ def test_outside_a_run_and_bad_names(engine: durable.Engine) -> None:
         durable.Handle(engine, "any").stream("tokens", offset=-1)
     with pytest.raises(durable.errors.RunNotFound):
         list(durable.Handle(engine, "nobody").stream("tokens"))
+
+
+@workflow
+def counted(n: int) -> int:
+    """Writes 0..n-1 with a task after each."""
+    for i in range(n):
+        durable.stream("counted").write(i)
+        double(i)
+    return n
+
+
+def test_a_fork_rewrites_the_workflows_values_and_a_dry_replay_writes_none(
+    engine: durable.Engine, worker: Worker
+) -> None:
+    original = durable.dispatch(counted, 3)
+    assert original.result(timeout=20) == 3
+    from durable.runtime.dry_replay import dry_replay
+
+    run = engine.reread(original.id)
+    dry_replay(engine, counted, run, engine.backend.load_history(original.id))
+    assert [s.length for s in engine.backend.streams(original.id)] == [3], "nothing written"
+    fork = original.fork(2)  # tasks 0 and 1 copied; the fork replays their writes
+    assert fork.result(timeout=20) == 3
+    assert list(fork.stream("counted")) == [0, 1, 2], "its own streams, from its code"
+    assert list(original.stream("counted")) == [0, 1, 2], "the original's unchanged"
+
+
+@workflow
+def chained(round_: int) -> str:
+    durable.stream("rounds").write(round_)
+    if round_ == 0:
+        durable.continue_as_new(1)
+    return "last"
+
+
+def test_a_successor_starts_with_no_streams(engine: durable.Engine, worker: Worker) -> None:
+    first = durable.dispatch(chained, 0)
+    assert first.result(timeout=20) == "last"
+    assert list(first.stream("rounds")) == [0], "the first run's reader ends at the hand-over"
+    successor = durable.Handle(engine, f"{first.id}~1")
+    assert list(successor.stream("rounds")) == [1]
