@@ -249,3 +249,27 @@ def test_a_successor_starts_with_no_streams(engine: durable.Engine, worker: Work
     assert list(first.stream("rounds")) == [0], "the first run's reader ends at the hand-over"
     successor = durable.Handle(engine, f"{first.id}~1")
     assert list(successor.stream("rounds")) == [1]
+
+
+@task
+async def async_writer(n: int) -> int:
+    durable.stream("mixed").write(f"task {n}")
+    await asyncio.sleep(0)
+    return n
+
+
+@workflow
+async def async_flow() -> list[int]:
+    durable.stream("mixed").write("start")
+    got = await asyncio.gather(async_writer(1), async_writer(2))
+    durable.stream("mixed").write("end")
+    durable.stream("mixed").close()
+    return list(got)
+
+
+def test_async_workflows_and_tasks_write_too(engine: durable.Engine, worker: Worker) -> None:
+    handle = durable.dispatch(async_flow)
+    assert handle.result(timeout=20) == [1, 2]
+    values = list(handle.stream("mixed"))
+    assert values[0] == "start" and values[-1] == "end"
+    assert sorted(values[1:3]) == ["task 1", "task 2"], values
