@@ -170,14 +170,16 @@ def test_streams_followed_at_once_are_capped(world: World, monkeypatch: pytest.M
     busy = api.get("/api/v1/runs/told-3/streams/lines")
     assert busy.status == 503 and busy.header("Retry-After") == "2"
     chunks.close()  # type: ignore[attr-defined]  # the client left: the slot is free
-    assert app(_environ("/api/v1/runs/told-3/streams/lines"), lambda *_: None) is not None
+    again = app(_environ("/api/v1/runs/told-3/streams/lines"), lambda *_: None)
+    assert not isinstance(again, list), "an event stream again, not a 503"
+    again.close()  # type: ignore[attr-defined]
 
 
-def _environ(path: str) -> dict[str, Any]:
+def _environ(path: str, token: str = TOKEN) -> dict[str, Any]:
     from wsgiref.util import setup_testing_defaults
 
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "HTTP_HOST": "127.0.0.1"}
-    environ["HTTP_AUTHORIZATION"] = f"Bearer {TOKEN}"
+    environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
     setup_testing_defaults(environ)
     return environ
 
@@ -189,9 +191,12 @@ def test_the_asgi_adapter_streams_events(world: World) -> None:
         durable.get("told-4").result(timeout=30)
     app = asgi_app(make_app(world.engine, token=ASGI_TOKEN))
     sent: list[dict[str, Any]] = []
+    inbox = [{"type": "http.request", "body": b"", "more_body": False}]
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        if not inbox:  # the client stays
+            await asyncio.sleep(3600)
+        return inbox.pop(0)
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
@@ -204,3 +209,38 @@ def test_the_asgi_adapter_streams_events(world: World) -> None:
     assert text.startswith("retry: 1000\n\n")
     assert text.endswith('event: end\ndata: {"ended":true}\n\n')
     assert "id: 0\n" in text and "id: 1\n" in text
+
+
+def test_the_asgi_adapter_stops_when_the_client_leaves(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live stream (the run waits) ends once the client disconnects: at the next
+    keep-alive, and its slot is freed."""
+    monkeypatch.setattr(_streams, "KEEP_ALIVE", 0.1)
+    monkeypatch.setattr(_streams, "MAX_STREAMS", 1)
+    durable.dispatch(narrate, 2, id="told-5")
+    with durable.Worker(world.engine, poll=0.02):
+        _wait_for(world, "told-5", RunStatus.WAITING)
+    dashboard = make_app(world.engine, token=ASGI_TOKEN)
+    app = asgi_app(dashboard)
+    sent: list[dict[str, Any]] = []
+    inbox = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if inbox:
+            return inbox.pop(0)
+        while len(sent) < 3:  # the start, the retry line, the first value
+            await asyncio.sleep(0.01)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope("GET", "/api/v1/runs/told-5/streams/lines"), receive, send))
+    assert b"id: 0\n" in sent[2]["body"]
+    assert all(message.get("more_body") for message in sent[1:]), "no end: the client left"
+    again = CheckedClient(dashboard, token=ASGI_TOKEN)
+    chunks = dashboard(_environ("/api/v1/runs/told-5/streams/lines", ASGI_TOKEN), lambda *_: None)
+    assert not isinstance(chunks, list), "the slot was freed"
+    chunks.close()  # type: ignore[attr-defined]
+    assert again.get("/api/v1/runs/told-5/streams").status == 200

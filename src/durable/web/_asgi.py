@@ -69,12 +69,18 @@ class AsgiApp:
         if isinstance(payload, bytes):
             await send({"type": "http.response.body", "body": payload})
             return
-        try:  # an event stream (_streams.py): each piece as the app makes it
+        # An event stream (_streams.py): each piece as the app makes it, until the
+        # client leaves (seen at the next piece: a keep-alive comes every 15 s at most).
+        left = asyncio.ensure_future(_disconnect(receive))
+        try:
             pieces = iter(payload)
             while (piece := await _in_thread(next, pieces, _END)) is not _END:
+                if left.done():
+                    return
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
         finally:
+            left.cancel()
             payload.close()
 
     def _call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], Any]:
@@ -167,6 +173,12 @@ async def _read_body(receive: Receive) -> bytes | None:
         size += len(chunk)
         if size > MAX_BODY or not message.get("more_body", False):
             return b"".join(chunks)
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return once the client has gone (``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _in_thread(function: Callable[..., Any], *arguments: Any) -> Any:
