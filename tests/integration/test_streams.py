@@ -253,23 +253,33 @@ def test_a_successor_starts_with_no_streams(engine: durable.Engine, worker: Work
 
 @task
 async def async_writer(n: int) -> int:
-    durable.stream("mixed").write(f"task {n}")
-    await asyncio.sleep(0)
+    await durable.stream("mixed").write_async(f"task {n}")
+    durable.stream("mixed").write(f"task {n} again")  # the plain write works here too
     return n
 
 
 @workflow
 async def async_flow() -> list[int]:
-    durable.stream("mixed").write("start")
+    mixed = durable.stream("mixed")
+    await mixed.write_async("start")
     got = await asyncio.gather(async_writer(1), async_writer(2))
-    durable.stream("mixed").write("end")
-    durable.stream("mixed").close()
+    await asyncio.gather(*(mixed.write_async(f"end {i}") for i in range(3)))
+    wait_for = durable.wait("more")  # a replay after the wait writes nothing again
+    await mixed.write_async(wait_for)
+    await mixed.close_async()
     return list(got)
 
 
 def test_async_workflows_and_tasks_write_too(engine: durable.Engine, worker: Worker) -> None:
+    """On a worker (async runs on its lane), write_async from workflow code and task
+    bodies; writes gathered in workflow code are numbered in call order, so the replay
+    after the wait finds each one stored."""
     handle = durable.dispatch(async_flow)
+    reader = Reader(handle, "mixed")
+    assert reader.until(8)[-3:] == ["end 0", "end 1", "end 2"]
+    durable.send(handle.id, "more", "last")
     assert handle.result(timeout=20) == [1, 2]
-    values = list(handle.stream("mixed"))
-    assert values[0] == "start" and values[-1] == "end"
-    assert sorted(values[1:3]) == ["task 1", "task 2"], values
+    values = reader.finish()
+    assert values[0] == "start" and values[5:] == ["end 0", "end 1", "end 2", "last"]
+    assert sorted(values[1:5]) == ["task 1", "task 1 again", "task 2", "task 2 again"]
+    assert [s.length for s in engine.backend.streams(handle.id)] == [9]

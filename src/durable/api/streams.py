@@ -43,6 +43,16 @@ class Stream:
         """
         streams.write(self.name, value)
 
+    async def write_async(self, value: Any) -> None:
+        """`write` for ``async def`` workflows and tasks: the same write, with its
+        database call made off the event loop (on a worker's lane, in its pool), so
+        other runs on the loop go on meanwhile. Raises as `write` does."""
+        await streams.write_async(self.name, value)
+
+    async def close_async(self) -> None:
+        """`close` for async code, its database call off the event loop."""
+        await streams.write_async(self.name, None, close=True)
+
     def close(self) -> None:
         """Close the stream: readers end once they have read its values. Closing it
         again does nothing; writing to it afterwards raises InvalidValue. A stream that

@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Generator, Iterator
+import weakref
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from typing import Any
 
 from durable.core.streams import PAGE, StreamItem, stream_topic
@@ -37,6 +38,7 @@ from durable.errors import DurableError, InvalidValue, LeaseLost, RunNotFound, S
 from .activity import TaskScope
 from .context import RunContext, current
 from .host import Host
+from .loops import off_loop
 
 
 def write(name: str, value: Any, *, close: bool = False) -> None:
@@ -47,24 +49,62 @@ def write(name: str, value: Any, *, close: bool = False) -> None:
         SerializationError, PayloadTooLarge: *value* cannot be stored; nothing written.
         InvalidValue: the stream is closed.
     """
+    store = prepare(name, value, close)
+    if store is not None:
+        store()
+
+
+async def write_async(name: str, value: Any, *, close: bool = False) -> None:
+    """`write` for async code: the storage call runs off the event loop (in the lane's
+    pool on a worker), after the checks, the numbering and the encoding made here, in
+    the order the code calls it."""
+    context = current.get()
+    store = prepare(name, value, close)
+    if store is None:
+        return
+    if not isinstance(context, RunContext):
+        await off_loop(store)
+        return
+    # Workflow writes commit one at a time, in the order the code numbered them (the
+    # lock is FIFO), even when gathered: offsets follow the code, and no later write
+    # is stored while an earlier one is not (see `StreamStore.stream_writes`).
+    order = _ORDER.get(context)
+    if order is None:
+        order = _ORDER[context] = asyncio.Lock()
+    async with order:
+        await off_loop(store)
+
+
+#: per run executing here, the order of its workflow code's async writes.
+_ORDER: weakref.WeakKeyDictionary[RunContext, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def prepare(name: str, value: Any, close: bool) -> Callable[[], None] | None:
+    """Everything a write does but storing: where it is called, its number (workflow
+    code), its encoding. Returns the storage call to make, or None (a replayed write)."""
     context = current.get()
     if isinstance(context, RunContext):
-        _from_workflow(context, name, value, close)
-    elif isinstance(context, TaskScope) and context.activity is not None:
-        host, activity = context.host, context.activity
+        return _from_workflow(context, name, value, close)
+    if isinstance(context, TaskScope) and context.activity is not None:
+        host, activity, run_id = context.host, context.activity, context.run_id
         assert host is not None  # an attempt's scope always names its engine
-        payload = None if close else _dump(host, value, context.run_id, name)
-        host.backend.write_stream(context.run_id, activity.epoch, name, payload, seq=None)
-    else:
-        verb = "close()" if close else "write()"
-        raise DurableError(
-            f"Stream {name!r}: {verb} works only inside a workflow or a task body that a "
-            "run executes (its values belong to that run). To read a run's stream, use "
-            "durable.get(run_id).stream(name)."
-        )
+        payload = None if close else _dump(host, value, run_id, name)
+        return lambda: _store(host, run_id, activity.epoch, name, payload)
+    verb = "close()" if close else "write()"
+    raise DurableError(
+        f"Stream {name!r}: {verb} works only inside a workflow or a task body that a "
+        "run executes (its values belong to that run). To read a run's stream, use "
+        "durable.get(run_id).stream(name)."
+    )
 
 
-def _from_workflow(context: RunContext, name: str, value: Any, close: bool) -> None:
+def _store(host: Host, run_id: str, epoch: int, name: str, payload: bytes | None) -> None:
+    host.backend.write_stream(run_id, epoch, name, payload, seq=None)
+
+
+def _from_workflow(
+    context: RunContext, name: str, value: Any, close: bool
+) -> Callable[[], None] | None:
     """A workflow's write: numbered, stored once (see the module docstring)."""
     context.check()
     counter = context.streams.get(name)
@@ -76,12 +116,16 @@ def _from_workflow(context: RunContext, name: str, value: Any, close: bool) -> N
     counter[0] += 1
     payload = None if close else _dump(context.host, value, context.run_id, name)
     if seq < counter[1]:
-        return  # written by an earlier execution of this code
-    context.flush()
-    try:
-        context.host.backend.write_stream(context.run_id, context.epoch, name, payload, seq=seq)
-    except (LeaseLost, StorageError) as error:
-        raise context.poison(error) from None
+        return None  # written by an earlier execution of this code
+
+    def store() -> None:
+        context.flush()
+        try:
+            context.host.backend.write_stream(context.run_id, context.epoch, name, payload, seq=seq)
+        except (LeaseLost, StorageError) as error:
+            raise context.poison(error) from None
+
+    return store
 
 
 def _dump(host: Host, value: Any, run_id: str, name: str) -> bytes:

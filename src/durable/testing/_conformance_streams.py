@@ -61,7 +61,8 @@ def check_stream_write_read_and_close(make: MakeBackend) -> None:
 def check_stream_numbered_writes_are_stored_once(make: MakeBackend) -> None:
     """A workflow's write numbered seq is stored once: written again (a replay, a retry
     of a write whose acknowledgement was lost) it returns its offset and writes nothing;
-    stream_writes counts the numbered writes stored; unnumbered (task) writes mix in."""
+    stream_writes counts the numbered writes stored (0 if they have a gap); unnumbered
+    (task) writes mix in."""
     with _opened(make) as backend:
         backend.create_run(_running())
         assert backend.stream_writes("run-1", "log") == 0
@@ -77,6 +78,9 @@ def check_stream_numbered_writes_are_stored_once(make: MakeBackend) -> None:
         assert backend.write_stream("run-1", 1, "log", None, seq=2) == 3
         assert backend.stream_writes("run-1", "log") == 3
         assert backend.stream_writes("run-1", "other") == 0
+        backend.write_stream("run-1", 1, "gap", b"j0", seq=0)
+        backend.write_stream("run-1", 1, "gap", b"j2", seq=2)
+        assert backend.stream_writes("run-1", "gap") == 0, "not 0..2: write 1 is missing"
 
 
 def check_stream_writes_are_fenced(make: MakeBackend) -> None:

@@ -41,8 +41,9 @@ class StreamStore(Protocol):
         ...
 
     def stream_writes(self, run_id: str, name: str) -> int:
-        """How many of the workflow's numbered writes (``seq``) to stream *name* are
-        stored: one more than the highest ``seq``, or 0."""
+        """A number n such that the workflow's writes 0..n-1 (``seq``) to stream *name*
+        are all stored: how many are, if they are 0..n-1 without a gap; else 0 (a replay
+        then asks `write_stream` for each write, which finds the stored ones)."""
         ...
 
     def read_stream(

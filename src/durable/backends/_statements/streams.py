@@ -59,9 +59,10 @@ class StreamStatements(Compiler):
         )
         #: the item at ``:offset``, returning (and notifying) ``stream:<run_id>``.
         self.append_stream = self.compile(self._notifying(insert, topic))
-        #: one more than the highest ``seq`` of the stream, or 0.
+        #: how many ``seq`` are stored, if they are 0..n-1; else 0 (see the protocol).
+        counted = sa.func.count(s.seq)
         self.stream_writes = self.compile(
-            sa.select(sa.func.coalesce(sa.func.max(s.seq) + 1, 0)).where(*mine)
+            sa.select(sa.case((sa.func.max(s.seq) + 1 == counted, counted), else_=0)).where(*mine)
         )
         #: up to ``:limit`` items from ``:offset`` on.
         self.read_stream = self.compile(

@@ -57,7 +57,7 @@ class MemoryStreams(MemoryBase):
         with self._lock:
             self._check_open()
             seqs = [s for (r, n, s) in self._stream_seqs if r == run_id and n == name]
-            return max(seqs) + 1 if seqs else 0
+            return len(seqs) if seqs and max(seqs) + 1 == len(seqs) else 0
 
     def read_stream(
         self, run_id: str, name: str, offset: int, *, limit: int
