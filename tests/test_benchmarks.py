@@ -251,3 +251,11 @@ def test_tracing_benchmark_quick(tmp_path: Path) -> None:
     for line in run_quick("tracing.py", "memory,sqlite", tmp_path):
         assert min(line["us_per_step_off"], line["us_per_step_api"], line["us_per_step_sdk"]) > 0
         assert len(line["us_per_step_sdk_values"]) == line["repetitions"]
+
+
+def test_streams_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/streams.py --quick prints one well-formed JSON line per backend."""
+    for line in run_quick("streams.py", "memory,sqlite", tmp_path):
+        assert line["us_per_write_workflow"] > 0 and line["us_per_write_replayed"] > 0
+        assert line["us_per_write_task"] > 0
+        assert 0 < line["ms_reader_latency_p50"] <= line["ms_reader_latency_p90"]

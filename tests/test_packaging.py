@@ -96,6 +96,7 @@ SQL_FILES = (
     "backends/_statements/control.py",
     "backends/_statements/schedules.py",
     "backends/_statements/attributes.py",
+    "backends/_statements/streams.py",
 )
 
 

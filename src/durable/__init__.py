@@ -18,6 +18,7 @@ from .api.patches import deprecate_patch, patched
 from .api.queues import queue
 from .api.recorded import info, now, random, set_state, task_key, uuid4
 from .api.schedules import schedule
+from .api.streams import Stream, stream
 from .api.upkeep import purge, recover
 from .api.waiting import send, wait
 from .core.functions import Call
@@ -60,6 +61,7 @@ __all__ = [
     "Step",
     "StepKind",
     "StepStatus",
+    "Stream",
     "Task",
     "TaskInfo",
     "TaskTimeout",
@@ -96,6 +98,7 @@ __all__ = [
     "send",
     "set_attributes",
     "set_state",
+    "stream",
     "task",
     "task_key",
     "uuid4",

@@ -149,3 +149,26 @@ def test_migrating_v1_gives_the_current_schema_and_keeps_data(two_databases: Any
 def test_every_version_has_a_migration() -> None:
     """MIGRATIONS covers every step from version 1 to the current one."""
     assert sorted(_migrations.MIGRATIONS) == list(range(1, _schema.SCHEMA_VERSION))
+
+
+def test_migrating_v14_adds_streams_and_keeps_runs(two_databases: Any) -> None:
+    """A version-14 database (today's, without durable_streams) gets the streams table
+    and its index (the shape of a new database) and keeps its runs."""
+    old, new = two_databases
+    SQLBackend(old.url).close()
+    old.execute("DROP TABLE durable_streams")
+    old.execute("UPDATE durable_meta SET value = '14' WHERE key = 'schema_version'")
+    old.execute(
+        "INSERT INTO durable_runs (id, workflow, status, input, call_hash, epoch, recoveries, "
+        "created_at, updated_at, queue, priority, cancel_requested) VALUES ('old-run', "
+        "'app.flow', 'running', '', 'v1:00', 1, 0, 1, 1, 'default', 0, 0)"
+    )
+    SQLBackend(old.url).close()
+    SQLBackend(new.url).close()
+    assert old.shape() == new.shape()
+    backend = SQLBackend(old.url)
+    try:
+        assert backend.write_stream("old-run", 1, "s", b"j1", seq=0) == 0
+        assert [(s.name, s.length) for s in backend.streams("old-run")] == [("s", 1)]
+    finally:
+        backend.close()

@@ -52,6 +52,7 @@ REFS_ADDED = {
     "Client": "durable.api.client:Client",
     "EventInvalid": "durable.errors:EventInvalid",
     "RunInfo": "durable._records:RunInfo",
+    "Stream": "durable.api.streams:Stream",
     "TaskInfo": "durable._records:TaskInfo",
     "TaskTimeout": "durable.errors:TaskTimeout",
     "WaitTimeout": "durable.errors:WaitTimeout",

@@ -126,3 +126,32 @@ def test_django_urls_takes_only_a_web_app(memory_engine: durable.Engine) -> None
     """django_urls() of an engine is a TypeError that says to call make_app first."""
     with pytest.raises(TypeError, match=r"django_urls\(make_app\(engine"):
         django_urls(memory_engine)  # type: ignore[arg-type]
+
+
+@durable.workflow
+def said(words: list[str]) -> int:
+    for word in words:
+        durable.stream("words").write(word)
+    return len(words)
+
+
+@pytest.mark.parametrize("url", ["sqlite"], indirect=True)
+def test_a_stream_through_django_is_streamed(
+    engine: durable.Engine, urlconf: types.ModuleType
+) -> None:
+    """A run's stream as Server-Sent Events through the include: a streaming response
+    (not one body joined first), each value an event, then the end."""
+    from django.test import Client
+
+    handle = durable.dispatch(said, ["a", "b"])
+    with durable.Worker(engine, poll=0.02):
+        handle.result(timeout=20)
+    reply = Client().get(
+        f"{PREFIX}/api/v1/runs/{handle.id}/streams/words",
+        headers={"Authorization": f"Bearer {TOKEN}", "Host": "127.0.0.1"},
+    )
+    assert reply.status_code == 200 and reply.streaming
+    text = b"".join(reply.streaming_content).decode()
+    assert 'data: {"offset":1,"value":"b"' in text and text.endswith(
+        'event: end\ndata: {"ended":true}\n\n'
+    )

@@ -11,11 +11,13 @@ from durable.core import durations, run_options
 from durable.core.functions import Call, Durable
 from durable.core.properties import decode_state
 from durable.core.records import Run, RunStatus
-from durable.errors import NotDurableError, RunNotFound
+from durable.core.streams import check_stream_name
+from durable.errors import DurableError, NotDurableError, RunNotFound
 from durable.runtime import children, forking, joining, resuming, waits
 from durable.runtime.context import RunContext, current
 from durable.runtime.defaults import get_engine
 from durable.runtime.host import Host
+from durable.runtime.streams import StreamReader
 
 R = TypeVar("R")
 
@@ -76,6 +78,25 @@ class Handle(Generic[R]):
         """A new run of the same call that starts from this one's first positions (see
         `fork`); the handle is the new run's."""
         return Handle(self._host, forking.fork(self._host, self.id, from_position, new_id=id).id)
+
+    def stream(self, name: str, *, offset: int = 0) -> StreamReader:
+        """The run's stream *name*, read live from *offset*: iterate it (``for`` or
+        ``async for``) for each value as soon as it is committed, until the stream is
+        closed or the run has ended (after every value it wrote). A reader started before
+        the run writes waits for the values.
+
+        Raises:
+            InvalidValue: a bad name or offset.
+            DurableError: called in workflow code (reading is not deterministic: read
+                in a task, or outside runs).
+            RunNotFound: (when iterated) no run has this id.
+        """
+        if isinstance(current.get(), RunContext):
+            raise DurableError(
+                f"Reading stream {name!r} of run {self.id!r} in workflow code would not "
+                "replay the same: read it in a task, or outside runs."
+            )
+        return StreamReader(self._host, self.id, check_stream_name(name), offset)
 
     def state(self) -> dict[str, Any]:
         """The properties the run published, as last stored: a workflow class's

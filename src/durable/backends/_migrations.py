@@ -35,6 +35,7 @@ from ._schema import (
     run_attributes,
     runs,
     schedules,
+    streams,
     workflow_index,
 )
 
@@ -141,6 +142,11 @@ def _v13_to_v14(dialect: sa.Dialect, execute: Execute) -> None:
     execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
 
 
+def _v14_to_v15(dialect: sa.Dialect, execute: Execute) -> None:
+    """Streams: values runs write for live readers, a row per item."""
+    create_table(streams, dialect, execute)
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -156,6 +162,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     11: _v11_to_v12,
     12: _v12_to_v13,
     13: _v13_to_v14,
+    14: _v14_to_v15,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

@@ -225,6 +225,31 @@ run_attributes = sa.Table(
     sqlite_with_rowid=False,
 )
 
+# Version 15: values runs write for live readers (`durable.core.streams`): a row per
+# item, at offsets 0, 1, 2... per (run, stream); a close marker has no payload. ``seq``
+# numbers a workflow's writes (the same on every replay): unique, so a replay or a
+# retried write finds its item instead of writing it twice; task writes have none.
+streams = sa.Table(
+    "durable_streams",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("stream", sa.Text, primary_key=True),
+    sa.Column("stream_offset", sa.Integer, primary_key=True),
+    sa.Column("seq", sa.Integer),
+    sa.Column("payload", sa.LargeBinary),
+    sa.Column("written_at", sa.Double, nullable=False),
+    sa.Index(
+        "durable_streams_seq",
+        "run_id",
+        "stream",
+        "seq",
+        unique=True,
+        sqlite_where=sa.text("seq IS NOT NULL"),
+        postgresql_where=sa.text("seq IS NOT NULL"),
+    ),
+    sqlite_with_rowid=False,
+)
+
 meta = sa.Table(
     "durable_meta",
     metadata,
@@ -328,7 +353,7 @@ debounce_index = sa.Index(
 )
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 Execute = Callable[[str], None]
 
@@ -344,6 +369,7 @@ def create(dialect: sa.Dialect, execute: Execute) -> None:
         schedules,
         queues,
         run_attributes,
+        streams,
         meta,
     ):
         create_table(table, dialect, execute)

@@ -98,6 +98,8 @@ class RunContext:
         self.hooks: Hooks | None = None
         #: ... and its ``on_event``, if it defines one (see `handlers.py`).
         self.events: Branches | None = None
+        #: stream name -> [the next write's number, how many are stored] (`streams.py`).
+        self.streams: dict[str, list[int]] = {}
         #: `durable.patched` ids met in this execution: where, and the branch taken.
         self.patches: dict[str, tuple[str, bool]] = {}
         #: taken over from an owner that died; the count resets once this run progresses.

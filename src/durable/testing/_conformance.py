@@ -12,7 +12,8 @@ _conformance_control.py and _conformance_forks.py (`ControlStore`),
 _conformance_schedules.py (`ScheduleStore`) and _conformance_queues.py (`QueueStore`);
 _conformance_versions.py checks code versions across the claims and listings;
 _conformance_outbox.py what `RunStore.create_run_in` refuses;
-_conformance_attributes.py run attributes (`AttributeStore`); _suite.py runs them all
+_conformance_attributes.py run attributes (`AttributeStore`); _conformance_streams.py
+streams (`StreamStore`); _suite.py runs them all
 (`check_backend`).
 """
 

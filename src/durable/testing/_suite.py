@@ -15,6 +15,7 @@ from . import _conformance_queues as queues
 from . import _conformance_runs as runs
 from . import _conformance_schedules as schedules
 from . import _conformance_search as search
+from . import _conformance_streams as streams
 from . import _conformance_traces as traces
 from . import _conformance_versions as versions
 from . import _conformance_waits as waits
@@ -111,6 +112,12 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     attributes.check_record_attributes_with_its_step,
     attributes.check_attributes_follow_continue_fork_and_purge,
     traces.check_trace_context_round_trip,
+    streams.check_stream_write_read_and_close,
+    streams.check_stream_numbered_writes_are_stored_once,
+    streams.check_stream_writes_are_fenced,
+    streams.check_stream_writers_take_turns,
+    streams.check_stream_write_wakes_watchers,
+    streams.check_streams_are_purged_with_their_run,
 )
 
 

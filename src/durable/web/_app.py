@@ -26,6 +26,7 @@ from ._inputs import path_params
 from ._metrics import metrics_response
 from ._routes import Route
 from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
+from ._streams import Streams
 
 log = logging.getLogger("durable.web")
 
@@ -76,7 +77,7 @@ class WebApp:
             read_only=read_only,
             allowed_hosts=tuple(allowed_hosts),
         )
-        self._routes: list[Route] = Api(ops, self.guard).routes()
+        self._routes: list[Route] = [*Streams(ops).routes(), *Api(ops, self.guard).routes()]
         self._owned = owned
 
     def allow_host(self, host: str) -> None:
@@ -88,7 +89,7 @@ class WebApp:
         if self._owned is not None:
             self._owned.close()
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         request = Request(environ)
         try:
             response = self._respond(request)
@@ -109,6 +110,12 @@ class WebApp:
         headers = [*response.headers, *SECURITY_HEADERS]
         if request.path.startswith("/api/"):
             headers.append(("Cache-Control", "no-store"))
+        if response.chunks is not None:  # an event stream (_streams.py)
+            start_response(response.status_line, headers)
+            if request.method == "HEAD":
+                getattr(response.chunks, "close", lambda: None)()
+                return []
+            return response.chunks
         if response.status != 304:
             headers.append(("Content-Length", str(len(response.body))))
         start_response(response.status_line, headers)

@@ -3,9 +3,11 @@
 `WebApp` is a WSGI callable whose handlers block on the database, so each request runs
 it in a worker thread: the body is read first (at most `MAX_BODY` and one byte: more
 makes the app answer 413), the environ built from the scope, the app called in a
-thread, and its one body chunk sent back. Nothing streams, so none of a general
-WSGI bridge's machinery (a queue per response, a thread waiting on the event loop for
-each chunk) is needed. benchmarks/mounts.py measured it against a2wsgi and Starlette's
+thread, and its one body chunk sent back. Only an event stream (a run's stream,
+`_streams.py`) comes in pieces: each is awaited from a worker thread and sent as it
+comes, and the body is closed when the client leaves. None of a general WSGI bridge's
+machinery (a queue per response, a thread waiting on the event loop for each chunk)
+is needed. benchmarks/mounts.py measured it against a2wsgi and Starlette's
 (deprecated) WSGIMiddleware; docs/howto/web-apps.md has the numbers and the choice.
 
 Under Starlette's ``mount`` the prefix arrives as ``root_path`` and becomes
@@ -22,6 +24,9 @@ from typing import Any
 
 from ._app import WebApp
 from ._http import MAX_BODY
+
+#: What `next` returns once an event stream's pieces are all sent.
+_END = object()
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -61,9 +66,24 @@ class AsgiApp:
         environ = wsgi_environ(scope, body)
         status, headers, payload = await _in_thread(self._call, environ)
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
+        if isinstance(payload, bytes):
+            await send({"type": "http.response.body", "body": payload})
+            return
+        # An event stream (_streams.py): each piece as the app makes it, until the
+        # client leaves (seen at the next piece: a keep-alive comes every 15 s at most).
+        left = asyncio.ensure_future(_disconnect(receive))
+        try:
+            pieces = iter(payload)
+            while (piece := await _in_thread(next, pieces, _END)) is not _END:
+                if left.done():
+                    return
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            left.cancel()
+            payload.close()
 
-    def _call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    def _call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], Any]:
         started: list[Any] = []
 
         def start_response(
@@ -76,6 +96,8 @@ class AsgiApp:
         encoded = [
             (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers
         ]
+        if not isinstance(chunks, list):
+            return int(status[:3]), encoded, chunks  # streamed by __call__, then closed
         return int(status[:3]), encoded, b"".join(chunks)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -153,15 +175,21 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _in_thread(function: Callable[[Any], Any], argument: Any) -> Any:
-    """``function(argument)`` in a worker thread: anyio's (shared with the framework's
+async def _disconnect(receive: Receive) -> None:
+    """Return once the client has gone (``http.disconnect``)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _in_thread(function: Callable[..., Any], *arguments: Any) -> Any:
+    """``function(*arguments)`` in a worker thread: anyio's (shared with the framework's
     own sync endpoints) when installed, as with Starlette and FastAPI; else asyncio's
     default executor."""
     try:
         import anyio.to_thread
     except ImportError:  # a bare ASGI server on asyncio
-        return await asyncio.to_thread(function, argument)
-    return await anyio.to_thread.run_sync(function, argument)
+        return await asyncio.to_thread(function, *arguments)
+    return await anyio.to_thread.run_sync(function, *arguments)
 
 
 def asgi_app(dashboard: WebApp) -> AsgiApp:

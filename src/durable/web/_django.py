@@ -50,7 +50,7 @@ def django_urls(dashboard: WebApp) -> list[Any]:
 
 def _respond(dashboard: WebApp, request: Any, rest: str) -> Any:
     """Call *dashboard* for Django's *request*, whose part under the include is *rest*."""
-    from django.http import HttpResponse
+    from django.http import HttpResponse, StreamingHttpResponse
 
     environ = _environ(request, rest)
     started: list[Any] = []
@@ -58,9 +58,12 @@ def _respond(dashboard: WebApp, request: Any, rest: str) -> Any:
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
         started[:] = [status, headers]
 
-    body = b"".join(dashboard(environ, start_response))
+    result = dashboard(environ, start_response)
     status, headers = started
-    response = HttpResponse(body, status=int(status[:3]))
+    if isinstance(result, list):
+        response = HttpResponse(b"".join(result), status=int(status[:3]))
+    else:  # an event stream (_streams.py), sent as it comes; Django closes it at the end
+        response = StreamingHttpResponse(result, status=int(status[:3]))
     for name, value in headers:
         response.headers[name] = value
     return response

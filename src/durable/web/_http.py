@@ -89,6 +89,9 @@ class Response:
     status: int = 200
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
+    #: a body sent piece by piece instead (an event stream, `_streams.py`), with no
+    #: Content-Length; the server calls its ``close`` when done.
+    chunks: Iterable[bytes] | None = None
 
     @property
     def status_line(self) -> str:

@@ -1,6 +1,6 @@
 """The storage seam: what durable needs from a database, in domain terms.
 
-`Backend` is what a backend implements: eight roles, each a Protocol of its own, plus
+`Backend` is what a backend implements: nine roles, each a Protocol of its own, plus
 `close`. The roles split the contracts by concern, for reading and for code that
 needs only one of them:
 
@@ -11,7 +11,8 @@ needs only one of them:
 * `ControlStore` (control.py): cancelling, pausing and resuming runs;
 * `ScheduleStore` (schedules.py): schedules stored, found due, and advanced;
 * `QueueStore` (queues.py): the limits queues declare, and how queues are used;
-* `AttributeStore` (attributes.py): what runs are searched by.
+* `AttributeStore` (attributes.py): what runs are searched by;
+* `StreamStore` (streams.py): values a run writes for live readers.
 
 Every method is atomic. Payloads arrive and leave as opaque bytes. Times are seconds
 since the epoch on the backend's own clock (the database clock on PostgreSQL), which is
@@ -30,6 +31,7 @@ from .inspection import InspectionStore
 from .queues import QueueStore, QueueUsage
 from .runs import RunStore
 from .schedules import ScheduleStore
+from .streams import StreamStore
 from .waits import TIMERS, WaitStore, Watch
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "QueueUsage",
     "RunStore",
     "ScheduleStore",
+    "StreamStore",
     "WaitStore",
     "Watch",
 ]
@@ -57,6 +60,7 @@ class Backend(
     ScheduleStore,
     QueueStore,
     AttributeStore,
+    StreamStore,
     Protocol,
 ):
     """Where runs and their histories live: every role of the storage seam."""

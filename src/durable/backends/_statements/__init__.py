@@ -4,10 +4,10 @@
 time the backend (`durable.backends.sql`) sends the compiled text straight to the
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
-serve, one module each: runs.py, continuing.py, history.py, waits.py, inspection.py, control.py,
-schedules.py, queues.py and attributes.py, on the shared pieces of base.py. Every write is a
-single statement, so
-each is its own short transaction:
+serve, one module each: runs.py, continuing.py, history.py, waits.py, inspection.py,
+control.py, schedules.py, queues.py, attributes.py and streams.py, on the shared pieces
+of base.py. Every write is a single statement, so each is its own short transaction
+(but a stream's, see streams.py):
 
 * recording a step is one ``INSERT ... SELECT ... WHERE EXISTS (run at my epoch)
   ON CONFLICT DO UPDATE ... WHERE unfinished``: the fence and the write in one go
@@ -28,6 +28,7 @@ from .inspection import InspectionStatements
 from .queues import QueueStatements
 from .runs import RunStatements
 from .schedules import ScheduleStatements
+from .streams import StreamStatements
 from .waits import WaitStatements
 
 
@@ -41,6 +42,7 @@ class Queries(
     ScheduleStatements,
     QueueStatements,
     AttributeStatements,
+    StreamStatements,
 ):
     """Every statement the backend runs, compiled for one dialect: one attribute each."""
 
@@ -55,3 +57,4 @@ class Queries(
         self._define_schedules()
         self._define_queues()
         self._define_attributes()
+        self._define_streams()

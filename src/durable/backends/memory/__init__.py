@@ -6,7 +6,8 @@ drive lease expiry in tests. The class is assembled from one mixin per role of t
 storage seam: runs and leases (_runs.py), the hand-over of continue-as-new
 (_continuing.py), histories (_history.py), waits (_waits.py),
 cancelling and pausing (_control.py), schedules (_schedules.py), queue limits
-(_queues.py) and the operator's side (_inspection.py), on the shared state of _base.py.
+(_queues.py), streams (_streams.py) and the operator's side (_inspection.py), on the
+shared state of _base.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ._inspection import MemoryInspection
 from ._queues import MemoryQueues
 from ._runs import MemoryRuns
 from ._schedules import MemorySchedules
+from ._streams import MemoryStreams
 from ._waits import MemoryWaits
 
 __all__ = ["MemoryBackend"]
@@ -40,6 +42,7 @@ class MemoryBackend(
     MemorySchedules,
     MemoryQueues,
     MemoryAttributes,
+    MemoryStreams,
 ):
     """An in-process backend for tests and demos. Nothing survives the process."""
 
@@ -54,6 +57,8 @@ class MemoryBackend(
         self._actions = []
         self._attempts = []
         self._attributes = {}
+        self._streams = {}
+        self._stream_seqs = {}
         self._schedules = {}
         self._held = {}
         self._queues = {}

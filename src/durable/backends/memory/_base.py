@@ -11,6 +11,7 @@ from durable.core.attributes import Attributes, AttributeValue, canonical
 from durable.core.clock import Clock
 from durable.core.events import Event
 from durable.core.records import Action, NewRun, Outcome, Run, RunStatus, Step, evolve
+from durable.core.streams import StreamItem
 from durable.errors import StorageError
 
 
@@ -35,6 +36,10 @@ class MemoryBase:
     _attempts: list[tuple[str, str, str, Outcome]]
     #: run id -> its attributes (see `MemoryAttributes`).
     _attributes: dict[str, dict[str, AttributeValue]]
+    #: (run id, stream) -> its items, in offset order (see `MemoryStreams`) ...
+    _streams: dict[tuple[str, str], list[StreamItem]]
+    #: ... and (run id, stream, seq) -> the offset of the workflow's write *seq*.
+    _stream_seqs: dict[tuple[str, str, int], int]
     _closed: bool
     _hub: Hub
 
@@ -49,6 +54,10 @@ class MemoryBase:
     def _notify(self, topics: list[str]) -> None:
         for topic in topics:
             self._hub.notify(topic)
+
+    def _drop_streams(self, run_id: str) -> None:
+        """Forget *run_id*'s streams (the lock held; see `MemoryStreams`)."""
+        raise NotImplementedError
 
     def _set_attributes(self, run_id: str, attributes: Attributes) -> None:
         """Set *attributes* on *run_id* (the lock held)."""

@@ -205,6 +205,7 @@ class MemoryInspection(MemoryBase):
                     self._history.pop(run_id, None)
                     self._events.pop(run_id, None)
                     self._attributes.pop(run_id, None)
+                    self._drop_streams(run_id)
                 gone = set(going)
                 self._actions = [a for a in self._actions if a.run_id not in gone]
                 self._attempts = [a for a in self._attempts if a[0] not in gone]

@@ -182,6 +182,7 @@ class SQLInspection(SQLBase):
                 self._execute(session, self._sql.purge_actions, ids)
                 self._execute(session, self._sql.purge_attempts, ids)
                 self._execute(session, self._sql.purge_attributes, ids)
+                self._execute(session, self._sql.purge_streams, ids)
             return len(gone), end
 
         count, end = self._db.run("Purging finished runs", body)

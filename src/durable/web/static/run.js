@@ -1,7 +1,8 @@
 /* The page of one run (#/runs/<id>): header, actions (pause, resume, cancel, retry),
    the event form, input/output/error, the properties it published (state), the graph,
    the timeline, the history (marking where the state changed, and a "re-run from
-   here" button on each step: a fork), and the actions and events recorded. */
+   here" button on each step: a fork), the actions and events recorded, and the
+   run's streams, live (streams.js). */
 
 import {
   $, cells, chip, confirmAction, el, flowLink, formatDuration, formatTime, notice, pretty,
@@ -11,6 +12,7 @@ import { GraphView } from "./graph.js";
 import { schemaForm } from "./form.js";
 import { conditionalGet, getJSON, post, session } from "./http.js";
 import { openPanel, refreshPanel } from "./panel.js";
+import { streamsView } from "./streams.js";
 import { drawTimeline } from "./timeline.js";
 
 /* The workflows of a process flow and of one launch of its command tasks. */
@@ -75,6 +77,7 @@ export function runPage(runId, refreshNow) {
     }
   });
   const eventForm = wireEventForm(runId, base, refreshNow);
+  const refreshStreams = streamsView(base);
 
   async function refresh() {
     const [detail, layout] = await Promise.all([get(base), get(base + "/graph")]);
@@ -91,6 +94,7 @@ export function runPage(runId, refreshNow) {
       page.graph.update(layout.data, page.detail.history || []);
     }
     refreshPanel(page);
+    await refreshStreams();
   }
   return page;
 }
