@@ -2,14 +2,14 @@
 
 One JSON line per backend (SQLite, PostgreSQL) and mode on stdout; progress on stderr.
 Each measurement gets a fresh database (a schema on PostgreSQL) and one `durable
-worker` process. N async workflows (10,000; 500 with --quick), each awaiting one async
+worker` process. N async workflows (10,000; 300 with --quick), each awaiting one async
 task that awaits 1 s of ``asyncio.sleep``, are stored QUEUED first (bulk inserts, no
 worker running); then the worker starts and drain_s is the time from its start to the
 last run COMPLETED. Meanwhile the worker's thread count and RSS are read from /proc
 (threads_max, rss_mb_max, and VmHWM at the end).
 
 Modes, in one session: ``lane`` (the worker's event loop, --async-concurrency N) on N
-runs; and the same M-run workload (1,000; 100 with --quick) both on the lane and with
+runs; and the same M-run workload (1,000; 50 with --quick) both on the lane and with
 today's thread-per-run execution (--async-concurrency 0 --concurrency 16), to compare.
 
 The issue's targets: 10,000 runs drain in under 10 s on this 2-core machine, with the
@@ -194,7 +194,7 @@ class _Schema:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="sqlite,postgres")
-    parser.add_argument("--quick", action="store_true", help="500 and 100 runs: a smoke test")
+    parser.add_argument("--quick", action="store_true", help="300 and 50 runs: a smoke test")
     parser.add_argument("--runs", type=int, help="how many runs the lane drains")
     parser.add_argument("--compare", type=int, help="how many runs both modes drain")
     parser.add_argument(
@@ -202,7 +202,7 @@ def main() -> None:
     )
     parser.add_argument("--tmpdir", help="where SQLite files go: a real disk, not tmpfs")
     args = parser.parse_args()
-    n, m = (500, 100) if args.quick else (10_000, 1_000)
+    n, m = (300, 50) if args.quick else (10_000, 1_000)
     n, m = args.runs or n, args.compare or m
     with tempfile.TemporaryDirectory(prefix="durable-async-", dir=args.tmpdir) as tmp:
         for backend in args.backends.split(","):

@@ -106,6 +106,30 @@ def test_waits_benchmark_quick(tmp_path: Path) -> None:
         assert line["meets_targets"]["no_early_wake"] and line["env_30_days_ms"] > 0
 
 
+def test_async_runs_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/async_runs.py --quick drains async runs on a worker's event loop, and
+    the same smaller load both there and with a thread per run."""
+    backends = "sqlite,postgres" if os.environ.get("DURABLE_TEST_POSTGRES_URL") else "sqlite"
+    env = {
+        **os.environ,
+        "DURABLE_BENCH_POSTGRES_URL": os.environ.get("DURABLE_TEST_POSTGRES_URL", ""),
+    }
+    script = str(ROOT / "benchmarks" / "async_runs.py")
+    command = [sys.executable, script, "--quick", "--backends", backends, "--tmpdir", str(tmp_path)]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    modes = [(line["backend"], line["mode"], line["runs"]) for line in lines]
+    expected = [(b, mode, runs) for b in backends.replace("postgres", "postgresql").split(",")
+                for mode, runs in (("lane", 300), ("lane", 50), ("threads", 50))]  # fmt: skip
+    assert modes == expected
+    for line in lines:
+        assert line["drain_s"] >= 1.0, "each run awaits 1 s"
+        assert 0 < line["threads_max"] < 50 and line["rss_mb_max"] > 0
+
+
 def test_typed_events_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/typed_events.py --quick sends to untyped, declared and stored-schema
     waits and prints the time per send of each."""
