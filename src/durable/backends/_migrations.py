@@ -141,6 +141,12 @@ def _v13_to_v14(dialect: sa.Dialect, execute: Execute) -> None:
     execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
 
 
+def _v14_to_v15(dialect: sa.Dialect, execute: Execute) -> None:
+    """Typed events: the JSON Schemas of the events each run's workflow declares."""
+    column = CreateColumn(runs.c.event_schemas).compile(dialect=dialect)
+    execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -156,6 +162,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     11: _v11_to_v12,
     12: _v12_to_v13,
     13: _v13_to_v14,
+    14: _v14_to_v15,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

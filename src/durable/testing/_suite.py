@@ -7,6 +7,7 @@ from collections.abc import Callable
 from . import _conformance_attributes as attributes
 from . import _conformance_continuing as continuing
 from . import _conformance_control as control
+from . import _conformance_event_schemas as event_schemas
 from . import _conformance_forks as forks
 from . import _conformance_history as history
 from . import _conformance_inspection as inspection
@@ -111,6 +112,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     attributes.check_record_attributes_with_its_step,
     attributes.check_attributes_follow_continue_fork_and_purge,
     traces.check_trace_context_round_trip,
+    event_schemas.check_event_schemas_round_trip,
 )
 
 
