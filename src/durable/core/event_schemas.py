@@ -82,6 +82,19 @@ def json_schema(schema: type) -> dict[str, Any]:
     return result
 
 
+def declared_json(events: Mapping[str, type]) -> str | None:
+    """The JSON Schemas of a workflow's declared *events*, as each run it creates
+    stores them (`Run.event_schemas`): JSON text ``{event: JSON Schema}``, keys sorted;
+    None when it declares none. Made once per declaration (a declaration's schemas are
+    classes: a tuple of them keys the cache), not once per run."""
+    return _declared_json(tuple(events.items())) if events else None
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_json(events: tuple[tuple[str, type], ...]) -> str:
+    return json.dumps({name: json_schema(schema) for name, schema in events}, sort_keys=True)
+
+
 def validate(schema: type, payload: Any, *, run_id: str, event: str) -> Any:
     """*payload* (a dict, or an instance already) as an instance of *schema*.
 
