@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
+import durable
 from durable import EventInvalid, continue_as_new, send, wait, workflow
 from durable.core import event_schemas
+from durable.core.records import RunQuery
 from durable.runtime import named, registry, typed_events
 from durable.testing import DurableEnv
 
@@ -111,6 +113,13 @@ def test_every_way_to_create_a_run_stores_the_schemas(env: DurableEnv) -> None:
     ), "a child"
     by_name, _ = named.start(env.engine, later_flow.name)
     assert by_name.event_schemas == expected, "started by name where the code is"
+    debounced = env.dispatch(later_flow, key="k", debounce=dt.timedelta(seconds=30))
+    assert env.run(debounced.id).event_schemas == expected, "a debounced run"
+    durable.schedule(later_flow, id="every", every=dt.timedelta(minutes=15))
+    env.advance(dt.timedelta(minutes=15))
+    everything = env.backend.list_runs(RunQuery(workflow=later_flow.name), limit=100)
+    [tick] = [run for run in everything if run.id.startswith("every@")]
+    assert tick.event_schemas == expected, "a schedule's tick (create_runs)"
 
 
 def test_a_sender_without_the_code_is_checked_before_the_run_reaches_its_wait(
