@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 import durable
 from durable import EventInvalid, continue_as_new, send, wait, workflow
@@ -158,3 +158,22 @@ def test_a_run_without_stored_schemas_is_not_checked_by_a_codeless_sender(
     codeless(later_flow)
     send(handle, "other", {"anything": 1})  # not declared: stored as sent
     assert [event.name for event in env.backend.events(handle.id)] == ["other"]
+
+
+class Opaque:
+    """No JSON Schema describes it."""
+
+
+class WithOpaque(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    thing: Opaque | None = None
+
+
+def test_a_declared_schema_without_a_json_schema_is_refused_where_it_is_declared() -> None:
+    with pytest.raises(TypeError) as refused:
+        workflow(events={"odd": WithOpaque})
+    assert str(refused.value).startswith(
+        "@workflow(events=...): events['odd'] (WithOpaque) has no JSON Schema, which each "
+        "run stores for senders without the code: Cannot generate a JsonSchema for "
+    )
+    assert "Give its fields JSON types" in str(refused.value)

@@ -56,7 +56,8 @@ def check(schema: Any, where: str) -> type:
 
 
 def check_events(events: Mapping[str, Any] | None, where: str) -> dict[str, type]:
-    """A workflow's declared typed events (``events={name: schema}``), checked."""
+    """A workflow's declared typed events (``events={name: schema}``), checked: each
+    a schema class with a JSON Schema (every run stores them, `declared_json`)."""
     if events is None:
         return {}
     if not isinstance(events, Mapping):
@@ -68,6 +69,15 @@ def check_events(events: Mapping[str, Any] | None, where: str) -> dict[str, type
             raise TypeError(f"{where}: an event name is a non-empty string, not {name!r}.")
         check_text(named, "an event name")
         checked[named] = check(schema, f"{where}: events[{named!r}]")
+        try:
+            json_schema(checked[named])
+        except _pydantic().PydanticUserError as error:
+            raise TypeError(
+                f"{where}: events[{named!r}] ({schema.__qualname__}) has no JSON Schema, "
+                f"which each run stores for senders without the code: {error.message.rstrip('.')}. "
+                "Give its fields JSON types (str, int, float, bool, dates, lists, nested "
+                "models), not arbitrary classes."
+            ) from None
     return checked
 
 
