@@ -10,7 +10,7 @@ import pytest
 
 from durable.backends import _migrations, _schema
 from durable.backends.sql import SQLBackend
-from durable.core.records import RunStatus
+from durable.core.records import NewRun, RunStatus
 from tests.conftest import PostgresSchemas
 
 # The version-1 schema exactly as version-1 code created it (generated from that code;
@@ -152,11 +152,13 @@ def test_every_version_has_a_migration() -> None:
 
 
 def test_migrating_v14_adds_streams_and_keeps_runs(two_databases: Any) -> None:
-    """A version-14 database (today's, without durable_streams) gets the streams table
-    and its index (the shape of a new database) and keeps its runs."""
+    """A version-14 database (today's, without durable_streams and
+    durable_runs.event_schemas) gets the streams table and its index, then the column
+    (the shape of a new database), and keeps its runs."""
     old, new = two_databases
     SQLBackend(old.url).close()
     old.execute("DROP TABLE durable_streams")
+    old.execute("ALTER TABLE durable_runs DROP COLUMN event_schemas")
     old.execute("UPDATE durable_meta SET value = '14' WHERE key = 'schema_version'")
     old.execute(
         "INSERT INTO durable_runs (id, workflow, status, input, call_hash, epoch, recoveries, "
@@ -170,5 +172,36 @@ def test_migrating_v14_adds_streams_and_keeps_runs(two_databases: Any) -> None:
     try:
         assert backend.write_stream("old-run", 1, "s", b"j1", seq=0) == 0
         assert [(s.name, s.length) for s in backend.streams("old-run")] == [("s", 1)]
+    finally:
+        backend.close()
+
+
+def test_migrating_v15_adds_the_event_schemas_column_and_keeps_runs(two_databases: Any) -> None:
+    """A version-15 database (today's shape without `durable_runs.event_schemas`) gets
+    the column, its runs kept with none; a new run stores its declared schemas."""
+    old, new = two_databases
+    SQLBackend(old.url).close()
+    SQLBackend(new.url).close()
+    old.execute("ALTER TABLE durable_runs DROP COLUMN event_schemas")
+    old.execute("UPDATE durable_meta SET value = '15' WHERE key = 'schema_version'")
+    old.execute(V1_DATA[1])
+    assert old.shape() != new.shape()
+    backend = SQLBackend(old.url)
+    try:
+        assert old.shape() == new.shape()
+        assert old.execute("SELECT value FROM durable_meta WHERE key = 'schema_version'") == [
+            (str(_schema.SCHEMA_VERSION),)
+        ]
+        run = backend.get_run("old-run")
+        assert run is not None and run.event_schemas is None
+        schemas = '{"approval": {"type": "object"}}'
+        new_run = NewRun(
+            id="new-run", workflow="app.flow", input=b"j[]", call_hash="v1:00",
+            owner=None, lease=0.0, event_schemas=schemas,
+        )  # fmt: skip
+        made, _ = backend.create_run(new_run)
+        assert made.event_schemas == schemas
+        stored = backend.get_run("new-run")
+        assert stored is not None and stored.event_schemas == schemas
     finally:
         backend.close()

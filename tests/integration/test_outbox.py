@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from sqlalchemy.orm import Session
 
 import durable
 from durable import RunStatus, Worker
+from durable.core import event_schemas
 from durable.core.records import RunQuery
 from durable.errors import ConfigurationError, IdempotencyConflict
 
@@ -29,6 +31,16 @@ def note(n: int) -> int:
     with _lock:
         calls.append(n)
     return n * 10
+
+
+@dataclasses.dataclass
+class Shipped:
+    carrier: str
+
+
+@durable.workflow(name="outbox.ship", events={"shipped": Shipped})
+def ship() -> str:
+    return durable.wait("shipped").carrier
 
 
 #: the connection `spawner` tries to use (a connection is no workflow argument).
@@ -126,6 +138,19 @@ def test_attributes_share_the_callers_transaction(engine: durable.Engine, app_db
     for order, found in (("o-7", ["order-7"]), ("o-8", [])):
         query = RunQuery(attributes=(("order", order),))
         assert [run.id for run in engine.backend.list_runs(query, limit=10)] == found
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
+def test_the_declared_event_schemas_are_inserted_with_the_run(
+    engine: durable.Engine, app_db: App
+) -> None:
+    """A run inserted in the caller's transaction stores its workflow's declared event
+    schemas as any run does, so a sender without the code checks against them."""
+    with app_db.begin() as conn:
+        durable.dispatch(ship, connection=conn, id="ship-1")
+    run = engine.backend.get_run("ship-1")
+    assert run is not None
+    assert run.event_schemas == event_schemas.declared_json({"shipped": Shipped})
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)

@@ -1,7 +1,9 @@
 """Typed events over the REST API and ``durable send``, on SQLite and PostgreSQL:
 ``GET .../waiting`` gives the event and its JSON Schema; an invalid payload is a 400
 (a non-zero exit) naming each field and stores nothing; a valid one resumes the run
-with the schema's instance, and who sent it is recorded."""
+with the schema's instance, and who sent it is recorded. Senders without the code are
+checked against the waiting step's schema, or, before the run reaches its wait, the
+declared schemas stored with the run."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import durable
 from durable import RunStatus, Worker, dispatch, wait, workflow
 from durable.cli.main import main
 from durable.core import event_schemas
+from durable.runtime import registry
 from durable.runtime.defaults import swap
 from durable.web import make_app
 from tests.conftest import PostgresSchemas, _need_postgres
@@ -117,6 +120,35 @@ def _start(world: World, target: Any, *args: Any) -> str:
     dispatch(target, *args, id=run_id)
     world.until(lambda: world.waiting(run_id))
     return run_id
+
+
+def _queued(world: World, target: Any, *args: Any) -> str:
+    """A run no worker has taken yet: it has not reached its wait."""
+    run_id = f"{target.__name__}-{next(_ids)}"
+    dispatch(target, *args, id=run_id)
+    run = world.engine.backend.get_run(run_id)
+    assert run is not None and run.status is RunStatus.QUEUED
+    return run_id
+
+
+def _durable_send(url: str, run_id: str, event: str, data: str) -> subprocess.CompletedProcess[str]:
+    """``durable send`` in a fresh process, which imports none of these workflows."""
+    return subprocess.run(
+        [sys.executable, "-m", "durable", "send", run_id, event, "--data", data,
+         "--user", "erin", "--db", url],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+#: A Refund with every field at fault, and what jsonschema says of each.
+_BAD_REFUND = {"approved": "maybe", "amount": 0, "colour": "green"}
+_BAD_REFUND_ERRORS = [
+    ([], "'when' is a required property"),
+    (["amount"], "0 is less than or equal to the minimum of 0"),
+    (["approved"], "'maybe' is not of type 'boolean'"),
+    (["colour"], "'green' is not one of ['red', 'blue']"),
+]
+_GOOD_REFUND = {"approved": True, "amount": 7.25, "colour": "blue", "when": "2026-05-04"}
 
 
 def test_waiting_gives_the_event_and_its_json_schema(world: World) -> None:
@@ -249,26 +281,7 @@ def test_durable_send_in_a_process_without_the_code_checks_the_stored_schema(
     refund, comment = _start(world, refund_flow, "o-5"), _start(world, comment_flow)
 
     def send(run_id: str, event: str, data: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "durable",
-                "send",
-                run_id,
-                event,
-                "--data",
-                data,
-                "--user",
-                "erin",
-                "--db",
-                world.url,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        return _durable_send(world.url, run_id, event, data)
 
     refused = send(refund, "refund", '{"approved": true, "amount": 0, "colour": "green"}')
     assert refused.returncode == 2, refused.stderr
@@ -281,3 +294,64 @@ def test_durable_send_in_a_process_without_the_code_checks_the_stored_schema(
     assert sent.returncode == 0, sent.stderr
     world.until(lambda: world.finished(comment))
     assert durable.get(comment).result(timeout=5) == "x/1"
+
+
+def test_the_api_without_the_code_checks_a_run_not_at_its_wait_against_its_declared_schemas(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = _queued(world, refund_flow, "o-6")
+    monkeypatch.delitem(registry._by_name, refund_flow.name)  # the API: without the code
+    path = f"/api/v1/runs/{run_id}/events"
+    reply = world.api.post(path, {"name": "refund", "data": _BAD_REFUND})
+    assert reply.status == 400, reply.body
+    problem = reply.json()
+    assert [(e["loc"], e["msg"]) for e in problem["errors"]] == _BAD_REFUND_ERRORS
+    assert "does not match Refund; nothing was sent" in problem["detail"]
+    assert world.engine.backend.events(run_id) == []
+    sent = world.api.post(path, {"name": "refund", "data": _GOOD_REFUND, "sender": "dan"})
+    assert sent.status == 201, sent.body
+    monkeypatch.undo()  # the worker has the code
+    world.until(lambda: world.finished(run_id))
+    detail = world.api.get(f"/api/v1/runs/{run_id}").json()
+    assert detail["output"] == {"order": "o-6", "amount": 7.25, "when": "2026-05-04"}
+    assert [(e["name"], e["sender"]) for e in detail["events"]] == [("refund", "dan")]
+
+
+def test_a_client_without_the_code_checks_a_run_not_at_its_wait_against_its_declared_schemas(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = _queued(world, refund_flow, "o-7")
+    monkeypatch.delitem(registry._by_name, refund_flow.name)  # the client: without the code
+    client = durable.Client(world.url)
+    try:
+        with pytest.raises(durable.EventInvalid) as refused:
+            client.send(run_id, "refund", _BAD_REFUND, sender="svc")
+        assert [(e["loc"], e["msg"]) for e in refused.value.errors] == _BAD_REFUND_ERRORS
+        assert world.engine.backend.events(run_id) == []
+        client.send(run_id, "refund", _GOOD_REFUND, sender="svc")
+    finally:
+        client.close()
+    monkeypatch.undo()
+    world.until(lambda: world.finished(run_id))
+    assert durable.get(run_id).result(timeout=5)["amount"] == 7.25
+
+
+def test_durable_send_without_the_code_checks_a_run_not_at_its_wait_against_its_declared_schemas(
+    world: World,
+) -> None:
+    run_id = _queued(world, refund_flow, "o-8")
+    refused = _durable_send(world.url, run_id, "refund", json.dumps(_BAD_REFUND))
+    assert refused.returncode == 2, refused.stderr
+    for loc, msg in _BAD_REFUND_ERRORS:
+        assert f"{'.'.join(loc) or '(the payload)'}: {msg}" in refused.stderr
+    assert world.engine.backend.events(run_id) == []
+    sent = _durable_send(world.url, run_id, "refund", json.dumps(_GOOD_REFUND))
+    assert sent.returncode == 0, sent.stderr
+    [event] = world.engine.backend.events(run_id)
+    assert event.sender == "cli:erin"
+    world.until(lambda: world.finished(run_id))
+    assert durable.get(run_id).result(timeout=5) == {
+        "order": "o-8",
+        "amount": 7.25,
+        "when": "2026-05-04",
+    }

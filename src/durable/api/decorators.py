@@ -150,7 +150,8 @@ def workflow(
             option (named).
         TypeError: a class without ``handle(self)``, or with a handler whose parameters
             are not the expected ones; an *events* schema that is neither a Pydantic
-            model nor a dataclass.
+            model nor a dataclass, or that has no JSON Schema (an arbitrary class as a
+            field's type).
         ConfigurationError: *events* given without Pydantic installed.
     """
     limits = TaskLimits.of(timeout, None, None, decorator="workflow")

@@ -147,6 +147,12 @@ def _v14_to_v15(dialect: sa.Dialect, execute: Execute) -> None:
     create_table(streams, dialect, execute)
 
 
+def _v15_to_v16(dialect: sa.Dialect, execute: Execute) -> None:
+    """Typed events: the JSON Schemas of the events each run's workflow declares."""
+    column = CreateColumn(runs.c.event_schemas).compile(dialect=dialect)
+    execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -163,6 +169,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     12: _v12_to_v13,
     13: _v13_to_v14,
     14: _v14_to_v15,
+    15: _v15_to_v16,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

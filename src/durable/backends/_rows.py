@@ -11,6 +11,7 @@ from durable.core.records import (
     CANCEL_REQUEST,
     PAUSE_REQUEST,
     STEP_SETTERS,
+    NewRun,
     Run,
     RunStatus,
     Step,
@@ -59,6 +60,83 @@ def run(row: Sequence[Any]) -> Run:
         version=row[26],
         origin=row[27],
         trace_context=row[28],
+        event_schemas=row[29],
+    )
+
+
+def new_run_values(new: NewRun, *, queued: bool = False) -> tuple[dict[str, Any], RunStatus, int]:
+    """The parameters of a run's insert for *new* (every statement that creates a run
+    binds these names: `create_run`, `create_run_in`, `create_runs`, `fork_run`,
+    `continue_run`, `debounce_run`), the status it is created in, and its epoch.
+
+    With an owner it is RUNNING at epoch 1; without, QUEUED at epoch 0, or WAITING
+    until its ``start_at``. *queued*: QUEUED whatever *new* says (a fork, a chain's
+    next link), as the memory backend's `queued_run`.
+    """
+    owned = new.owner is not None and not queued
+    later = None if owned or queued else new.start_at
+    status = (
+        RunStatus.RUNNING if owned else RunStatus.QUEUED if later is None else RunStatus.WAITING
+    )
+    epoch = 1 if owned else 0
+    values = {
+        "id": new.id,
+        "workflow": new.workflow,
+        "status": status.value,
+        "input": new.input,
+        "call_hash": new.call_hash,
+        "epoch": epoch,
+        "owner": new.owner if owned else None,
+        "lease": new.lease if owned else None,
+        "parent_id": new.parent_id,
+        "queue": new.queue,
+        "priority": new.priority,
+        "owned": int(owned),
+        "timeout": new.timeout,
+        "key": new.key,
+        "key_limit": new.key_limit,
+        "wake_at": later,
+        "version": new.version,
+        "origin": new.origin,
+        "trace_context": new.trace_context,
+        "event_schemas": new.event_schemas,
+    }
+    return values, status, epoch
+
+
+def created_run(
+    new: NewRun, created_at: float, lease_until: float | None, deadline_at: float | None
+) -> Run:
+    """The run the insert of *new* stored, from what the database decided (its times)."""
+    owned = new.owner is not None
+    _, status, epoch = new_run_values(new)
+    return Run(
+        id=new.id,
+        workflow=new.workflow,
+        status=status,
+        input=new.input,
+        call_hash=new.call_hash,
+        output=None,
+        error=None,
+        epoch=epoch,
+        lease_owner=new.owner,
+        lease_until=lease_until,
+        recoveries=0,
+        parent_id=new.parent_id,
+        created_at=created_at,
+        updated_at=created_at,
+        finished_at=None,
+        queue=new.queue,
+        priority=new.priority,
+        started_at=created_at if owned else None,
+        deadline_at=deadline_at,
+        key=new.key,
+        key_limit=new.key_limit,
+        wake_at=None if owned else new.start_at,
+        version=new.version,
+        origin=new.origin,
+        trace_context=new.trace_context,
+        event_schemas=new.event_schemas,
     )
 
 

@@ -58,6 +58,9 @@ runs = sa.Table(
     # Added in version 14 (traces): the W3C trace context of the code that created the
     # run (JSON: traceparent, tracestate), its executions' spans' parent.
     sa.Column("trace_context", sa.Text),
+    # Added in version 16 (typed events): the JSON Schemas of the events the run's
+    # workflow declares (JSON: {event: schema}), what a sender without the code checks.
+    sa.Column("event_schemas", sa.Text),
     # recover() and the lease sweep look for RUNNING runs by lease expiry.
     sa.Index("durable_runs_status_lease", "status", "lease_until"),
     sa.Index("durable_runs_created", "created_at"),
@@ -353,7 +356,7 @@ debounce_index = sa.Index(
 )
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 Execute = Callable[[str], None]
 

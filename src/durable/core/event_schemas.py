@@ -56,7 +56,8 @@ def check(schema: Any, where: str) -> type:
 
 
 def check_events(events: Mapping[str, Any] | None, where: str) -> dict[str, type]:
-    """A workflow's declared typed events (``events={name: schema}``), checked."""
+    """A workflow's declared typed events (``events={name: schema}``), checked: each
+    a schema class with a JSON Schema (every run stores them, `declared_json`)."""
     if events is None:
         return {}
     if not isinstance(events, Mapping):
@@ -68,6 +69,15 @@ def check_events(events: Mapping[str, Any] | None, where: str) -> dict[str, type
             raise TypeError(f"{where}: an event name is a non-empty string, not {name!r}.")
         check_text(named, "an event name")
         checked[named] = check(schema, f"{where}: events[{named!r}]")
+        try:
+            json_schema(checked[named])
+        except _pydantic().PydanticUserError as error:
+            raise TypeError(
+                f"{where}: events[{named!r}] ({schema.__qualname__}) has no JSON Schema, "
+                f"which each run stores for senders without the code: {error.message.rstrip('.')}. "
+                "Give its fields JSON types (str, int, float, bool, dates, lists, nested "
+                "models), not arbitrary classes."
+            ) from None
     return checked
 
 
@@ -80,6 +90,19 @@ def json_schema(schema: type) -> dict[str, Any]:
     """The JSON Schema of *schema* (what forms are built from, stored with a wait)."""
     result: dict[str, Any] = _adapter(schema).json_schema()
     return result
+
+
+def declared_json(events: Mapping[str, type]) -> str | None:
+    """The JSON Schemas of a workflow's declared *events*, as each run it creates
+    stores them (`Run.event_schemas`): JSON text ``{event: JSON Schema}``, keys sorted;
+    None when it declares none. Made once per declaration (a declaration's schemas are
+    classes: a tuple of them keys the cache), not once per run."""
+    return _declared_json(tuple(events.items())) if events else None
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_json(events: tuple[tuple[str, type], ...]) -> str:
+    return json.dumps({name: json_schema(schema) for name, schema in events}, sort_keys=True)
 
 
 def validate(schema: type, payload: Any, *, run_id: str, event: str) -> Any:

@@ -170,8 +170,9 @@ class NewRun:
     origin: str | None = None
     #: what the run is searched by (`durable.core.attributes`), written with it.
     attributes: tuple[tuple[str, str | int | float | bool], ...] = ()
-    #: see `Run.trace_context`.
+    #: see `Run.trace_context`, `Run.event_schemas`.
     trace_context: str | None = None
+    event_schemas: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,6 +221,10 @@ class Run:
     #: the W3C trace context (JSON: traceparent, tracestate) of the code that created
     #: it, where tracing is on: its executions' spans are children of that span.
     trace_context: str | None = None
+    #: the JSON Schemas of the typed events its workflow declares (JSON text
+    #: ``{event: schema}``, None: none declared): a sender without the code checks a
+    #: payload against them before the run reaches its wait.
+    event_schemas: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,7 +4,7 @@ stored schema differs from the one today's code declares.
 
 The schema shown is the one a send is validated against (`typed_events.checked`):
 the schema class the code registered in this process declares for the event, else
-the JSON Schema the run's wait stored.
+the JSON Schema the run's wait stored, else the one the run was created with.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def view(engine: Engine, run: Run) -> dict[str, Any]:
             schema = event_schemas.json_schema(declared)
         else:
             schema = typed_events.stored_schema(engine, run, event)
+        if schema is None:
+            schema = typed_events.created_schema(run, event)
     return {
         "run_id": run.id,
         "status": run.status.value,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+from durable.core import event_schemas
 from durable.core.chains import successor_id
 from durable.core.hashing import call_hash
 from durable.core.records import NewRun, Run, StepKind
@@ -65,7 +66,10 @@ def successor(run: Run, handover: ContinueAsNew) -> NewRun:
     """The run that continues *run*: its workflow, queue, priority, key and timeout,
     with the new arguments; QUEUED (no owner), of no version: a new link may start on
     a new deploy (an ``--only-version`` worker of any version takes it), which is how
-    a chain that never ends moves to new code."""
+    a chain that never ends moves to new code. Its event schemas are those the code
+    here declares (the run executes here, so it is registered), else *run*'s."""
+    target = registry.find(run.workflow)
+    schemas = run.event_schemas if target is None else event_schemas.declared_json(target.events)
     timeout = None
     if run.deadline_at is not None:
         timeout = round(run.deadline_at - run.created_at, 3)
@@ -82,4 +86,5 @@ def successor(run: Run, handover: ContinueAsNew) -> NewRun:
         key=run.key,
         key_limit=run.key_limit,
         trace_context=run.trace_context,  # each link's spans: under the chain's creator
+        event_schemas=schemas,
     )

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from durable.core import ids
+from durable.core import event_schemas, ids
 from durable.core.records import NewRun, Run, RunStatus, Step, StepKind
 from durable.core.run_options import check_run_id
 from durable.errors import (
@@ -68,6 +68,8 @@ def fork(host: Host, run_id: str, from_position: int, *, new_id: str | None = No
     history = host.backend.load_history(run_id)
     check_position(host, run, history, from_position)
     deadline = run.deadline_at
+    target = registry.find(run.workflow)  # registered: check_position made sure
+    schemas = run.event_schemas if target is None else event_schemas.declared_json(target.events)
     new = NewRun(
         id=new_id if new_id is not None else ids.new_run_id(),
         workflow=run.workflow,
@@ -82,6 +84,7 @@ def fork(host: Host, run_id: str, from_position: int, *, new_id: str | None = No
         key_limit=run.key_limit,
         version=host.version,  # today's code, as checked here: the forking process's
         origin=run.id,
+        event_schemas=schemas,  # today's code's, as its version
     )
     forked = host.backend.fork_run(run.id, new, before=from_position)
     if forked is not None:

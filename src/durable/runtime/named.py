@@ -15,8 +15,10 @@ arguments returns it; a `dispatch(fn, ...)` from code with that id binds the arg
 to parameters, so it is another call (`IdempotencyConflict`).
 
 Where the name is registered in the starting process, the arguments are checked
-against the function's signature first, and its ``@workflow(timeout=...)`` sets the
-deadline as it would for `dispatch`; elsewhere the deadline is *timeout* or none.
+against the function's signature first, its ``@workflow(timeout=...)`` sets the
+deadline as it would for `dispatch`, and its ``events=`` schemas are stored with the run
+(`Run.event_schemas`); elsewhere the deadline is *timeout* or none, and the run stores
+no event schemas (a send before its wait is checked only where the code is).
 """
 
 from __future__ import annotations
@@ -40,8 +42,12 @@ class Named(Durable[..., Any]):
 
     kind = StepKind.WORKFLOW
 
-    def __init__(self, name: str, limits: TaskLimits = NO_LIMITS) -> None:
+    def __init__(
+        self, name: str, limits: TaskLimits = NO_LIMITS, events: Mapping[str, type] | None = None
+    ) -> None:
         super().__init__(_elsewhere, name=name, limits=limits)
+        if events:
+            self.events = events
 
 
 def _elsewhere(*args: Any, **kwargs: Any) -> Any:
@@ -80,13 +86,13 @@ def start(
     if not all(isinstance(key, str) for key in kwargs):
         raise TypeError(f"kwargs must be keyed by parameter names (strings), not {kwargs!r}.")
     registered = registry.find(name)
-    limits = NO_LIMITS
+    limits, events = NO_LIMITS, None
     if registered is not None:
         registered.bind(*args, **kwargs)  # TypeError: they do not fit
         if registered.kind is StepKind.WORKFLOW:
-            limits = registered.limits
+            limits, events = registered.limits, registered.events
     if attributes is not None:
         options["attributes"] = attributes
     arguments = {"args": list(args), "kwargs": kwargs}
-    call: Call[Any] = Call(Named(name, limits), tuple(args), kwargs, arguments)
+    call: Call[Any] = Call(Named(name, limits, events), tuple(args), kwargs, arguments)
     return runs.create(host, call, run_id, None, owner=None, **options)

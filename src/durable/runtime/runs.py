@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from durable.core import event_schemas
 from durable.core.attributes import check_attributes
 from durable.core.functions import Call, Durable
 from durable.core.hashing import call_hash
@@ -202,6 +203,7 @@ def prepare(
         key_limit=key_concurrency,
         version=host.version,
         trace_context=host.observers.carrier() if host.observers else None,
+        event_schemas=event_schemas.declared_json(target.events),
     )
 
 

@@ -1,20 +1,29 @@
 """Typed events at run time: which schema an event sent to a run must match, and the
 payload a send stores once it does.
 
-The schema is known two ways. The code registered in this process says it when the
-run's workflow declares the event (``@workflow(events={name: schema})``): a send is
-then validated even before the run reaches its wait, into the schema's instance, and
-the instance's JSON form is stored. A sender without that code (the REST API,
-``durable send``, `durable.Client` in another service) finds the JSON Schema the run's
-wait stored with its WAITING step (``{"timeout": ..., "schema": {...}}``) and checks
-the payload against it. A run that has not reached its wait, sent to from a process
-without its code, gets the payload unchecked: its wait validates it, and raises
-`EventInvalid` into the workflow if it does not fit.
+The schema is known three ways, tried in this order:
+
+1. The code registered in this process says it when the run's workflow declares the
+   event (``@workflow(events={name: schema})``): the payload is validated into the
+   schema's instance, and the instance's JSON form is stored.
+2. A sender without that code (the REST API, ``durable send``, `durable.Client` in
+   another service) finds the JSON Schema the run's wait stored with its WAITING step
+   (``{"timeout": ..., "schema": {...}}``): what the waiting code expects.
+3. Else the JSON Schemas the run was created with (`Run.event_schemas`: its
+   workflow's declared ``events=``, stored by the process that created it), so a run
+   that has not reached its wait yet is checked too.
+
+Cases 2 and 3 check the payload with jsonschema and store its JSON form. Only an event
+neither declared nor waited for with a schema (or sent to a run created by a process
+without its code: started by name) is stored unchecked; a wait with a schema still
+validates it, and raises `EventInvalid` into the workflow if it does not fit.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 from typing import Any
 
 from durable.core import event_schemas, serde
@@ -59,6 +68,26 @@ def stored_schema(host: Host, run: Run, event: str) -> dict[str, Any] | None:
     return None
 
 
+def created_schema(run: Run, event: str) -> dict[str, Any] | None:
+    """The JSON Schema of *event* among those *run* was created with, if its workflow
+    declared the event then (`Run.event_schemas`)."""
+    if run.event_schemas is None:
+        return None
+    schema = _parsed(run.event_schemas).get(event)
+    return schema if isinstance(schema, dict) else None
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> dict[str, Any]:
+    """`Run.event_schemas` read once per text (every run of a declaration shares it);
+    text that is not a JSON object (never written so) declares nothing."""
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
 def plain(payload: Any) -> Any:
     """A Pydantic model or dataclass instance as its JSON form; anything else as is."""
     if isinstance(payload, type):
@@ -69,10 +98,11 @@ def plain(payload: Any) -> Any:
 
 
 def checked(host: Host, run_id: str, event: str, payload: Any) -> Any:
-    """What to store as the payload of *event* sent to run *run_id*: the validated
-    instance's JSON form for a typed event, *payload* itself for an untyped one (or
-    for a run this process cannot tell: unknown, finished, or typed only in code
-    that is not here and not waiting yet).
+    """What to store as the payload of *event* sent to run *run_id* (the module's
+    docstring says which schema applies): the validated instance's JSON form where the
+    code is here, the payload's JSON form where it is checked against a stored JSON
+    Schema, *payload* itself for an untyped event (or for a run that is unknown or
+    finished: the send says so).
 
     Raises:
         EventInvalid: the payload does not match the schema; nothing was stored.
@@ -91,6 +121,8 @@ def checked(host: Host, run_id: str, event: str, payload: Any) -> Any:
         instance = event_schemas.validate(schema, payload, run_id=run_id, event=event)
         return event_schemas.to_json(schema, instance)
     stored = waiting_schema(host, run, event)
+    if stored is None:
+        stored = created_schema(run, event)
     if stored is None:
         return payload
     data = plain(payload)

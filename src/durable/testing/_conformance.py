@@ -11,7 +11,8 @@ _conformance_waits.py (`WaitStore`), _conformance_inspection.py (`InspectionStor
 _conformance_control.py and _conformance_forks.py (`ControlStore`),
 _conformance_schedules.py (`ScheduleStore`) and _conformance_queues.py (`QueueStore`);
 _conformance_versions.py checks code versions across the claims and listings;
-_conformance_outbox.py what `RunStore.create_run_in` refuses;
+_conformance_outbox.py what `RunStore.create_run_in` refuses; _conformance_traces.py
+and _conformance_event_schemas.py what every path that creates a run keeps;
 _conformance_attributes.py run attributes (`AttributeStore`); _conformance_streams.py
 streams (`StreamStore`); _suite.py runs them all
 (`check_backend`).

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from . import _conformance_attributes as attributes
 from . import _conformance_continuing as continuing
 from . import _conformance_control as control
+from . import _conformance_event_schemas as event_schemas
 from . import _conformance_forks as forks
 from . import _conformance_history as history
 from . import _conformance_inspection as inspection
@@ -118,6 +119,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     streams.check_stream_writers_take_turns,
     streams.check_stream_write_wakes_watchers,
     streams.check_streams_are_purged_with_their_run,
+    event_schemas.check_event_schemas_round_trip,
 )
 
 

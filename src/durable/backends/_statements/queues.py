@@ -270,6 +270,7 @@ class QueueStatements(Compiler):
             debounce_key=bind("key", r.debounce_key),
             version=bind("version", r.version),
             trace_context=bind("trace_context", r.trace_context),
+            event_schemas=bind("event_schemas", r.event_schemas),
         )
         pushed = insert.excluded.wake_at
         cap = r.created_at + bind("longest", r.wake_at)

@@ -77,6 +77,7 @@ class RunStatements(Compiler):
                 version=bind("version", r.version),
                 origin=bind("origin", r.origin),
                 trace_context=bind("trace_context", r.trace_context),
+                event_schemas=bind("event_schemas", r.event_schemas),
             )
             .on_conflict_do_nothing(index_elements=[r.id])
         )
@@ -92,11 +93,11 @@ class RunStatements(Compiler):
         if self.postgres:
             columns = [
                 r.id, r.workflow, r.input, r.call_hash, r.queue, r.priority, r.deadline_at,
-                r.wake_at, r.version,
+                r.wake_at, r.version, r.trace_context, r.event_schemas,
             ]  # fmt: skip
             names = [
                 "id", "workflow", "input", "call_hash", "queue", "priority", "timeout", "wake_at",
-                "version",
+                "version", "trace_context", "event_schemas",
             ]  # fmt: skip
             v = self._unnest(columns, names)
             status = sa.case((v.c.wake_at.is_(None), QUEUED), else_=WAITING)
@@ -104,13 +105,13 @@ class RunStatements(Compiler):
                 [
                     "id", "workflow", "status", "input", "call_hash", "epoch", "recoveries",
                     "created_at", "updated_at", "queue", "priority", "cancel_requested",
-                    "deadline_at", "wake_at", "version",
+                    "deadline_at", "wake_at", "version", "trace_context", "event_schemas",
                 ],
                 sa.select(
                     v.c.id, v.c.workflow, status, v.c.input, v.c.call_hash,
                     sa.literal_column("0"), sa.literal_column("0"), now, now, v.c.queue,
                     v.c.priority, sa.literal_column("0"), now + v.c.timeout, v.c.wake_at,
-                    v.c.version,
+                    v.c.version, v.c.trace_context, v.c.event_schemas,
                 ),
             )  # fmt: skip
             self.create_queued_runs = self.compile(

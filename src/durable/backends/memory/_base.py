@@ -103,5 +103,5 @@ def queued_run(new: NewRun, now: float, *, requests: Run | None = None) -> Run:
         pause_requested=requests is not None and requests.pause_requested,
         deadline_at=None if new.timeout is None else now + new.timeout, key=new.key,
         key_limit=new.key_limit, version=new.version, origin=new.origin,
-        trace_context=new.trace_context,
+        trace_context=new.trace_context, event_schemas=new.event_schemas,
     )  # fmt: skip

@@ -117,7 +117,7 @@ class MemoryQueues(MemoryBase):
                 wake_at=now + window,
                 deadline_at=None if new.timeout is None else now + new.timeout,
                 key=new.key, key_limit=new.key_limit, version=new.version,
-                trace_context=new.trace_context,
+                trace_context=new.trace_context, event_schemas=new.event_schemas,
             )  # fmt: skip
             self._runs[run.id] = run
             self._history[run.id] = {}

@@ -67,6 +67,7 @@ class MemoryRuns(MemoryBase):
                 version=new.version,
                 origin=new.origin,
                 trace_context=new.trace_context,
+                event_schemas=new.event_schemas,
             )
             self._runs[new.id] = run
             self._history[new.id] = {}

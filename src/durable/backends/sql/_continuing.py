@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from durable.backends import _rows
 from durable.backends._connections import Session
 from durable.core.chains import successor_taken
 from durable.core.records import NewRun, RunStatus, Step
@@ -40,15 +41,7 @@ class SQLContinuing(SQLBase):
     ) -> bool:
         """See `RunStore.continue_run`."""
         sql = self._sql
-        new = {
-            "id": successor.id, "workflow": successor.workflow, "status": RunStatus.QUEUED.value,
-            "input": successor.input, "call_hash": successor.call_hash, "epoch": 0,
-            "owner": None, "lease": None, "parent_id": None, "queue": successor.queue,
-            "priority": successor.priority, "owned": 0, "timeout": successor.timeout,
-            "key": successor.key, "key_limit": successor.key_limit, "wake_at": None,
-            "version": successor.version, "origin": successor.origin,
-            "trace_context": successor.trace_context,
-        }  # fmt: skip
+        new, _, _ = _rows.new_run_values(successor, queued=True)
         moving = {"id": run_id, "successor": successor.id}
 
         def body(session: Session, retried: bool) -> list[str] | None:

@@ -79,27 +79,7 @@ class SQLControl(SQLBase):
 
     def fork_run(self, original_id: str, new: NewRun, *, before: int) -> Run | None:
         """See `ControlStore.fork_run`."""
-        values = {
-            "id": new.id,
-            "workflow": new.workflow,
-            "status": RunStatus.QUEUED.value,
-            "input": new.input,
-            "call_hash": new.call_hash,
-            "epoch": 0,
-            "owner": None,
-            "lease": None,
-            "parent_id": new.parent_id,
-            "queue": new.queue,
-            "priority": new.priority,
-            "owned": 0,
-            "timeout": new.timeout,
-            "key": new.key,
-            "key_limit": new.key_limit,
-            "wake_at": None,
-            "version": new.version,
-            "origin": new.origin,
-            "trace_context": new.trace_context,
-        }
+        values, _, _ = _rows.new_run_values(new, queued=True)
 
         def body(conn: Any, retried: bool) -> Run | None:
             with self._db.transaction(conn):

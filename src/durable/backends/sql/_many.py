@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from durable.backends import _rows
 from durable.backends._connections import Session
 from durable.backends._group import Write, in_one_transaction, one_by_one
-from durable.core.records import NewRun, RunStatus
+from durable.core.records import NewRun
 
 from ._base import SQLBase
 
@@ -38,6 +39,8 @@ class SQLMany(SQLBase):
                 "timeouts": [new.timeout for new in news],
                 "wake_ats": [new.start_at for new in news],
                 "versions": [new.version for new in news],
+                "trace_contexts": [new.trace_context for new in news],
+                "event_schemass": [new.event_schemas for new in news],
             }
             statement = self._sql.create_queued_runs
 
@@ -55,17 +58,7 @@ class SQLMany(SQLBase):
             made = []
             with self._db.transaction(session):
                 for new in news:
-                    values = {
-                        "id": new.id, "workflow": new.workflow,
-                        "status": (
-                            RunStatus.QUEUED if new.start_at is None else RunStatus.WAITING
-                        ).value,
-                        "input": new.input, "call_hash": new.call_hash, "epoch": 0,
-                        "owner": None, "lease": None, "parent_id": None, "queue": new.queue,
-                        "priority": new.priority, "owned": 0, "timeout": new.timeout,
-                        "key": None, "key_limit": None, "wake_at": new.start_at,
-                        "version": new.version, "origin": None, "trace_context": None,
-                    }  # fmt: skip
+                    values, _, _ = _rows.new_run_values(new)
                     rows = self._execute(session, single, values).fetchall()
                     if rows:
                         made.append(new.id)

@@ -31,7 +31,6 @@ from durable.core.records import NewRun, Run
 from durable.errors import ConfigurationError, StorageError
 
 from ._base import SQLBase
-from ._runs import created_run, new_run_values
 
 #: Where durable's tables are, asked of durable's connection (PostgreSQL).
 _PG_HOME = sa.text(
@@ -70,7 +69,7 @@ class SQLOutbox(SQLBase):
             raise ValueError("create_run_in makes queued runs: no owner, key limit or start_at.")
         conn = _open_connection(transaction)
         options = self._check_same_database(conn)
-        values, _, _ = new_run_values(new)
+        values, _, _ = _rows.new_run_values(new)
         try:
             row = conn.execute(self._sql.queued_run_clause, values, execution_options=options)
             first = row.fetchone()
@@ -79,7 +78,7 @@ class SQLOutbox(SQLBase):
                     attributes = self._attribute_values(new.id, new.attributes)
                     clause = self._sql.set_attributes_clause
                     conn.execute(clause, attributes, execution_options=options)
-                return created_run(new, first[1], None, first[2]), True
+                return _rows.created_run(new, first[1], None, first[2]), True
             query = sa.select(*runs.c).where(runs.c.id == new.id)
             existing = conn.execute(query, execution_options=options).fetchone()
         except sa.exc.SQLAlchemyError as error:

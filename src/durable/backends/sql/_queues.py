@@ -122,21 +122,7 @@ class SQLQueues(SQLBase):
 
     def debounce_run(self, new: NewRun, *, window: float, longest: float) -> tuple[Run, bool]:
         """See `QueueStore.debounce_run`."""
-        values = {
-            "id": new.id,
-            "workflow": new.workflow,
-            "input": new.input,
-            "call_hash": new.call_hash,
-            "queue": new.queue,
-            "priority": new.priority,
-            "window": window,
-            "timeout": new.timeout,
-            "key": new.key,
-            "key_limit": new.key_limit,
-            "longest": longest,
-            "version": new.version,
-            "trace_context": new.trace_context,
-        }
+        values = {**_rows.new_run_values(new)[0], "window": window, "longest": longest}
         if new.key_limit is not None:
             self._db.run(
                 f"Declaring queue {new.queue!r}",

@@ -48,7 +48,7 @@ class SQLRuns(SQLBase):
     def create_run(self, new: NewRun) -> tuple[Run, bool]:
         """See `RunStore.create_run`."""
         owned = new.owner is not None
-        values, status, epoch = new_run_values(new)
+        values, status, epoch = _rows.new_run_values(new)
         statement = self._sql.create_owned_run if owned else self._sql.create_queued_run
         if new.key_limit is not None:  # its queue's claims must take the locked way
             self._db.run(
@@ -67,9 +67,9 @@ class SQLRuns(SQLBase):
             if rows:
                 row = rows[0]
                 if owned:
-                    return created_run(new, row[0], row[1], row[2]), True
+                    return _rows.created_run(new, row[0], row[1], row[2]), True
                 self._hub.notify(row[0])
-                return created_run(new, row[1], None, row[2]), True
+                return _rows.created_run(new, row[1], None, row[2]), True
             existing = self.get_run(new.id)
             if existing is None:
                 continue  # deleted between the two statements; try again
@@ -329,70 +329,3 @@ class SQLRuns(SQLBase):
             return bool(rows)
 
         return self._db.run(f"Releasing run {run_id!r}", body)
-
-
-def new_run_values(new: NewRun) -> tuple[dict[str, Any], RunStatus, int]:
-    """The insert's parameters for *new*, the status it is created in, and its epoch."""
-    owned = new.owner is not None
-    later = None if owned else new.start_at
-    status = (
-        RunStatus.RUNNING if owned else RunStatus.QUEUED if later is None else RunStatus.WAITING
-    )
-    epoch = 1 if owned else 0
-    values = {
-        "id": new.id,
-        "workflow": new.workflow,
-        "status": status.value,
-        "input": new.input,
-        "call_hash": new.call_hash,
-        "epoch": epoch,
-        "owner": new.owner,
-        "lease": new.lease if owned else None,
-        "parent_id": new.parent_id,
-        "queue": new.queue,
-        "priority": new.priority,
-        "owned": int(owned),
-        "timeout": new.timeout,
-        "key": new.key,
-        "key_limit": new.key_limit,
-        "wake_at": later,
-        "version": new.version,
-        "origin": new.origin,
-        "trace_context": new.trace_context,
-    }
-    return values, status, epoch
-
-
-def created_run(
-    new: NewRun, created_at: float, lease_until: float | None, deadline_at: float | None
-) -> Run:
-    """The run the insert of *new* stored, from what the database decided (its times)."""
-    owned = new.owner is not None
-    _, status, epoch = new_run_values(new)
-    return Run(
-        id=new.id,
-        workflow=new.workflow,
-        status=status,
-        input=new.input,
-        call_hash=new.call_hash,
-        output=None,
-        error=None,
-        epoch=epoch,
-        lease_owner=new.owner,
-        lease_until=lease_until,
-        recoveries=0,
-        parent_id=new.parent_id,
-        created_at=created_at,
-        updated_at=created_at,
-        finished_at=None,
-        queue=new.queue,
-        priority=new.priority,
-        started_at=created_at if owned else None,
-        deadline_at=deadline_at,
-        key=new.key,
-        key_limit=new.key_limit,
-        wake_at=None if owned else new.start_at,
-        version=new.version,
-        origin=new.origin,
-        trace_context=new.trace_context,
-    )
