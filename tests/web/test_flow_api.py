@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import shlex
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,6 @@ import pytest
 
 import durable
 import durable.flows
-from durable import RunStatus
 from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
 from tests.conftest import PostgresSchemas, _need_postgres
@@ -150,18 +150,19 @@ def test_list_flows_pages_newest_first(world: World) -> None:
         assert reply.json()["detail"]
 
 
-def _status(world: World, run_id: str) -> RunStatus | None:
-    run = world.engine.backend.get_run(run_id)
-    return None if run is None else run.status
+def _still(world: World, flow_id: str) -> bool:
+    before = world.api.get(f"/api/v1/flows/{flow_id}").header("ETag")
+    time.sleep(0.2)
+    return before == world.api.get(f"/api/v1/flows/{flow_id}").header("ETag")
 
 
 def test_a_flow_with_its_layout_and_etag(world: World, stuck: tuple[str, Path]) -> None:
     """GET a flow: its tasks in file order with their details, and a layout with one
     box per task and one arrow per dependency; its ETag gives a 304 while nothing moves."""
     flow_id, _ = stuck
-    # Nothing moves once the flow's run waits for its next message (the answer): the
-    # tasks' statuses can read as stuck a moment before it has published and suspended.
-    until(lambda: _status(world, flow_id) is RunStatus.WAITING, "the flow to wait")
+    # The tasks' statuses can read as stuck a moment before the flow has published
+    # everything: wait until its view holds still (the same ETag twice, 0.2 s apart).
+    until(lambda: _still(world, flow_id), "the flow's view to hold still")
     reply = world.api.get(f"/api/v1/flows/{flow_id}")
     assert reply.status == 200
     flow = reply.json()
