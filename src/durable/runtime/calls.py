@@ -34,7 +34,8 @@ def run_call(context: RunContext, call: Call[Any]) -> Any:
     """Run one durable call at the next position; async targets return a coroutine."""
     target = call.target
     if target.is_async:
-        return step_async(context, context.allocate(), call)
+        # An async task's start may carry the result still deferred (`tasks.run_async`).
+        return step_async(context, context.allocate(task=target.kind is _TASK), call)
     return step(context, context.allocate(task=target.kind is _TASK), call)
 
 

@@ -26,6 +26,7 @@ run normally (see `interrupts.py`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -92,6 +93,7 @@ class RunContext:
         #: a task's result not written yet: it goes with the next task's start, in one
         #: commit (`begin`), or alone before any other durable call (`flush`).
         self._deferred: Step | None = None
+        self._flushing = threading.Lock()
         #: what the run publishes for readers (`publish`), once it does.
         self.properties: Properties | None = None
         #: a workflow class's task hooks, if it defines any (see `hooks.py`).
@@ -262,8 +264,14 @@ class RunContext:
     def flush(self) -> None:
         """Write the deferred result, if any (before a durable call other than a task,
         and when the workflow function ends)."""
-        if self._deferred is not None:
-            self._write(self._deferred, None, stamp=False)
+        with self._flushing:  # branches of an async run may flush at once
+            if self._deferred is not None:
+                self._write(self._deferred, None, stamp=False)
+
+    @property
+    def deferred(self) -> bool:
+        """Whether a task's result waits to be written with the next write."""
+        return self._deferred is not None
 
     def publish(self, read: Callable[[], Mapping[str, Any]] | None = None) -> Properties:
         """The run's published properties (*read*: a class workflow's instance's)."""

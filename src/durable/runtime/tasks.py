@@ -112,6 +112,10 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
                 raise context.suspend(pending.due, None)
             if until < pending.due:  # the run's deadline comes first
                 raise context.stop_at(pending.position)
+        if context.deferred and not context.turns.alone():
+            # Branches run: the last result is written before any of them starts a body
+            # (alone, this start carries it, in one commit).
+            await off_loop(context.flush)
         finished = await off_loop(context.begin, pending)
         if finished is not None:
             return context.replayed(finished)
@@ -142,6 +146,10 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
             raise
         finally:
             current.reset(token)
+        if context.turns.alone() and task.limits.heartbeat is None:
+            # One chain of awaits on a lane: only deterministic workflow code runs before
+            # its next write, which carries this result (as `run` defers a sync one).
+            return context.succeeded(pending, value, defer=True)
         return await off_loop(context.succeeded, pending, value)
 
 

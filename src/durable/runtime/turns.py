@@ -53,6 +53,11 @@ class Turns:
         """The loop counts this run's tasks (`branched`) from now on: it has none yet."""
         self._branches = 0
 
+    def alone(self) -> bool:
+        """Whether the run's code is one chain of awaits now: its loop counts its tasks
+        and it has none (a worker's lane)."""
+        return self._branches == 0
+
     def branched(self, task: asyncio.Task[object]) -> None:
         """The run created *task* (a branch of its code), on a loop that counts them."""
         if self._branches is not None:
