@@ -125,11 +125,6 @@ class Worker:
             raise RuntimeError("This worker has already been started.")
         names = registry.names()
         version = self.engine.version
-        if self.async_concurrency:
-            self._lane = Lane(
-                self.engine, self._finished, poll=self.poll, warn_blocking=self.warn_blocking
-            )
-            self._lane.start()
         log.info(
             "worker %s: queues %s, %d slots (%d async), %d workflows and tasks known%s",
             self.engine.owner,
@@ -257,7 +252,7 @@ class Worker:
         """The functions this worker runs: those on threads, and those on its lane
         (async ones, unless it has no lane)."""
         names = registry.names()
-        if self._lane is None:
+        if not self.async_concurrency:
             return names, []
         on_lane = {name for name in names if (found := registry.find(name)) and found.is_async}
         return [name for name in names if name not in on_lane], sorted(on_lane)
@@ -351,8 +346,7 @@ class Worker:
         return not self.engine.only_version or version is None or serves(run, version)
 
     def _start(self, run: Run) -> None:
-        lane = self._lane
-        target = registry.find(run.workflow) if lane is not None else None
+        target = registry.find(run.workflow) if self.async_concurrency else None
         on_lane = target is not None and target.is_async
         with self._slots:
             self._active[run.id] = run.epoch
@@ -360,10 +354,20 @@ class Worker:
                 self._on_lane.add(run.id)
             if self._stopping.is_set():  # claimed as the stop came: hand it back at once
                 self.engine.leases.draining.add(run.id)
-        if lane is not None and target is not None and on_lane:
-            lane.submit(run, target)
+        if on_lane and target is not None:
+            self._started_lane().submit(run, target)
         else:
             self._pool.submit(self._execute, run)
+
+    def _started_lane(self) -> Lane:
+        """The lane, started with the first async run (a worker of sync workflows
+        only has no event loop and no storage threads of its own)."""
+        if self._lane is None:
+            self._lane = Lane(
+                self.engine, self._finished, poll=self.poll, warn_blocking=self.warn_blocking
+            )
+            self._lane.start()
+        return self._lane
 
     def _execute(self, run: Run) -> None:
         try:
