@@ -6,17 +6,13 @@ anyway. It also keeps the time of the earliest sleeping run (re-read when a run 
 sleeping, and every poll) and queues sleeping runs as they come due; a waiting run
 holds no slot. Every few seconds it sweeps for runs whose owner died (at once when that
 owner was a process in this place: host, boot and PID namespace) or whose lease expired,
-and takes them over. It never claims a run whose workflow it does not know: that run
-waits for a worker that does.
+and takes them over, before queued runs when it is saturated (`takeovers.py`). It
+never claims a run whose workflow it does not know: that run waits for a worker that
+does.
 
 Async workflows (``async def``) run on the worker's lane instead (`lane.py`): one event
 loop where thousands of them await at once, up to *async_concurrency*, beside the
 threads that sync runs use; each kind is claimed for its own free slots.
-
-A run taken over from a dead owner may be what killed it, so a worker runs at most one
-such unproven run at a time, until it records a new step: a poison run then takes no
-innocent run down with it more than once, and runs that merely shared a crashed
-process prove themselves at once (see `Engine.max_recoveries`).
 
 Stopping is graceful: no new claims; running work is handed back at its next durable
 call; whatever has not reached one when the grace period ends is released too, so
@@ -28,23 +24,23 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from durable.backends import TIMERS, Watch
 from durable.core import faults
-from durable.core.records import Run, RunStatus
+from durable.core.records import Run
 from durable.core.run_options import serves
 from durable.core.text import check_text
 from durable.errors import ConfigurationError, StorageError
 
-from . import owners, registry, schedules
+from . import registry, schedules
 from .defaults import get_engine
 from .engine import Engine
 from .lane import Lane
 from .limits import HeldBack
+from .takeovers import Sweeper
 from .timers import Timers
 
 log = logging.getLogger("durable.worker")
@@ -116,6 +112,15 @@ class Worker:
         self._loop_watch: Watch | None = None  # what the claim loop waits on
         self._thread: threading.Thread | None = None
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="durable-worker")
+        self._sweeper = Sweeper(
+            self.engine,
+            self.queues,
+            self.sweep_every,
+            free=self._free,
+            active=self._active,
+            serves=self._serves,
+            start=self._start,
+        )
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -197,8 +202,6 @@ class Worker:
         timers = Timers(backend, self.poll)
         ticker = schedules.Ticker(self.engine, self.poll)
         self._declare()
-        next_sweep = 0.0
-        first_sweep = True
         backoff = 0.1
         while not self._stopping.is_set():
             names = self._names()
@@ -208,12 +211,9 @@ class Worker:
                 continue
             try:
                 due_in = min(timers.wake(), ticker.fire())
-                if time.monotonic() >= next_sweep:
+                if self._sweeper.due():
                     self._held.refresh()
-                    deferred = self._sweep(names, include_blocked=first_sweep)
-                    first_sweep = False
-                    # Takeovers held back by isolation are tried again soon.
-                    next_sweep = time.monotonic() + (0.05 if deferred else self.sweep_every)
+                    self._sweeper.sweep(set(names[0]), set(names[1]))
                 threads, lane = self._free()
                 mine, ours = self._claim(names[0], threads), self._claim(names[1], lane)
             except Exception as error:
@@ -227,10 +227,10 @@ class Worker:
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.1
-            # A kind whose claim took all its free slots may have more runs queued: the
-            # end of one of its runs wakes this loop (`_finished`). A kind that got
-            # fewer has emptied its queues: news wakes it.
-            self._filled = (bool(mine) and len(mine) >= threads, bool(ours) and len(ours) >= lane)
+            # A kind whose claim took all its free slots (or that had none) may have more
+            # runs queued: the end of one of its runs wakes this loop (`_finished`). A
+            # kind that got fewer has emptied its queues: news wakes it.
+            self._filled = (len(mine) >= threads, len(ours) >= lane)
             for run in mine + ours:
                 self._start(run)
             # Wait for news, a free slot, the next timer, or the next poll.
@@ -296,48 +296,6 @@ class Worker:
         with self._slots:
             lane = len(self._on_lane)
             return self.concurrency - (len(self._active) - lane), self.async_concurrency - lane
-
-    def _sweep(self, names: tuple[list[str], list[str]], *, include_blocked: bool) -> bool:
-        """Take over orphaned runs of our queues; report queued work we cannot run.
-
-        Returns:
-            Whether some takeover was held back (one unproven run at a time).
-        """
-        deferred = False
-        threads, lane = set(names[0]), set(names[1])
-        for name in self.engine.backend.queued_workflows(self.queues):
-            if name not in threads and name not in lane:
-                self.engine.warn_unknown(name, f"queued work in {', '.join(self.queues)}")
-        wanted = (RunStatus.RUNNING, RunStatus.BLOCKED) if include_blocked else (RunStatus.RUNNING,)
-        for run in self.engine.backend.recoverable(host=owners.place()):
-            free = self._free()
-            if free[0] <= 0 and free[1] <= 0:
-                return deferred
-            if run.queue not in self.queues or run.status not in wanted:
-                continue
-            if run.workflow not in (lane if run.workflow in lane else threads):
-                continue
-            if free[run.workflow in lane] <= 0:
-                continue
-            if run.id in self._active or not self._serves(run):
-                continue
-            takeover = run.status is RunStatus.RUNNING
-            if takeover and run.lease_owner == self.engine.owner:
-                if not self.engine.executing(run.id):
-                    # Ours, yet executing nowhere here: a claim whose acknowledgement was
-                    # lost in a database restart. Our heartbeat would renew it forever.
-                    self.engine.release_quietly(run)
-                continue
-            if takeover and self.engine.leases.unproven.intersection(self._active):
-                deferred = True  # one unproven takeover at a time (see the module docstring)
-                continue
-            claimed = self.engine.claim(run)
-            if claimed is not None and claimed.status is RunStatus.RUNNING:
-                log.info("run %s: taken over from %s", run.id, run.lease_owner or "nobody")
-                if claimed.recoveries:
-                    self.engine.leases.unproven.add(claimed.id)
-                self._start(claimed)
-        return deferred
 
     def _serves(self, run: Run) -> bool:
         """Whether this worker may claim *run*: any run, or with ``only_version`` one
