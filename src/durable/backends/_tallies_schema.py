@@ -1,10 +1,11 @@
 """The tallies table and the triggers that keep it (schema version 17).
 
 `durable.core.tallies` says what is counted. The counting is done by triggers on
-``durable_runs`` and ``durable_history``, so it happens in the transaction that changes
-the row, on every path that changes one (a claim, an outcome, a retry, a cancel, a
-fork...), with no round trip of its own: one upsert per grain when a run is created,
-two when it ends, one when a task call ends.
+``durable_runs``, ``durable_history`` and ``durable_attempts``, so it happens in the
+transaction that changes the row, on every path that changes one (a claim, an outcome,
+a retry, a cancel, a fork...), with no round trip of its own: a run's creation adds to
+one row per grain (minute, hour, day), its end moves it (two per grain), a task call's
+end adds to one per grain (hour, day).
 
 On PostgreSQL, runs that end at once in one minute, of one workflow, with durations in
 one bin, would all update one row and wait on its lock until each commits; so each
@@ -20,7 +21,16 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from durable.core.tallies import BOUNDS_US, GRAINS, HOUR, OPEN, RETRIED, TASK_ENDS, TERMINAL
+from durable.core.tallies import (
+    BINNED,
+    BOUNDS_US,
+    GRAINS,
+    OPEN,
+    RETRIED,
+    TASK_ENDS,
+    TASK_GRAINS,
+    TERMINAL,
+)
 
 from ._schema import Execute, create_table, metadata
 
@@ -97,12 +107,20 @@ class _Dialect:
             "SELECT " + ", ".join(f"{v} AS {n}" for v, n in zip(values, names, strict=True)) + rest
         )
 
+    def _binned(self, timed: str, seconds: str) -> str:
+        """The bin of *seconds* in tallies of the binned grain (``g.grain``), else -1."""
+        micros = self.floor(f"{seconds} * 1000000")
+        return f"CASE WHEN {timed} AND g.grain = {BINNED} THEN {_bin(micros)} ELSE -1 END"
+
+    @staticmethod
+    def _grains(grains: tuple[int, ...]) -> str:
+        return "(" + " UNION ALL ".join(f"SELECT {grain} AS grain" for grain in grains) + ")"
+
     def run_rows(self, row: str, sign: int, source: str = "") -> str:
-        """The SELECT of a run's tallies (both grains) for trigger row *row* (NEW or
+        """The SELECT of a run's tallies (every grain) for trigger row *row* (NEW or
         OLD), counted *sign* times; *source* joins a table that *row* names."""
         ended = f"({row}.status IN ({_TERMINAL}) AND {row}.finished_at IS NOT NULL)"
         seconds = f"({row}.finished_at - coalesce({row}.started_at, {row}.created_at))"
-        grains = " UNION ALL ".join(f"SELECT {grain} AS grain" for grain in GRAINS)
         values = [
             "g.grain",
             self.bucket(f"{row}.created_at", "g.grain"),
@@ -110,28 +128,29 @@ class _Dialect:
             f"{row}.workflow",
             f"{row}.workflow",
             _run_class(row),
-            f"CASE WHEN {ended} THEN {_bin(self.floor(f'{seconds} * 1000000'))} ELSE -1 END",
+            self._binned(ended, seconds),
             self.shard(),
             str(sign),
             f"CASE WHEN {ended} THEN {sign} * {seconds} ELSE 0 END",
             f"CASE WHEN {ended} AND {sign} > 0 THEN {row}.finished_at END",
         ]
-        return self._select(values, f" FROM ({grains}) AS g{source} WHERE 1 = 1")
+        return self._select(values, f" FROM {self._grains(GRAINS)} AS g{source} WHERE 1 = 1")
 
     def task_rows(self, row: str, sign: int, source: str = "") -> str:
-        """The SELECT of a task call's tally (hours) for trigger row *row*, counted
-        *sign* times, if it is a task call that ended; *source* names *row*'s table."""
+        """The SELECT of a task call's tallies (hours, days) for trigger row *row*,
+        counted *sign* times, if it is a task call that ended; *source* joins a table
+        that *row* names."""
         timed = f"({row}.finished_at IS NOT NULL)"
         seconds = f"({row}.finished_at - {row}.started_at)"
         workflow = f"(SELECT r.workflow FROM durable_runs AS r WHERE r.id = {row}.run_id)"
         values = [
-            str(HOUR),
-            self.bucket(f"{row}.started_at", str(HOUR)),
+            "g.grain",
+            self.bucket(f"{row}.started_at", "g.grain"),
             "'task'",
             f"{row}.name",
             f"coalesce({workflow}, '')",
             f"{row}.status",
-            f"CASE WHEN {timed} THEN {_bin(self.floor(f'{seconds} * 1000000'))} ELSE -1 END",
+            self._binned(timed, seconds),
             self.shard(),
             str(sign),
             f"CASE WHEN {timed} THEN {sign} * {seconds} ELSE 0 END",
@@ -139,38 +158,39 @@ class _Dialect:
         ]
         return self._select(
             values,
-            f" {source}WHERE {row}.kind = 'task' AND {row}.status IN ({_ENDS}) "
-            f"AND {row}.started_at IS NOT NULL",
+            f" FROM {self._grains(TASK_GRAINS)} AS g{source} WHERE {row}.kind = 'task' "
+            f"AND {row}.status IN ({_ENDS}) AND {row}.started_at IS NOT NULL",
         )
 
     def attempt_rows(self, row: str, kind: str, status: str, sign: int, source: str = "") -> str:
         """The SELECT of the tallies of an attempt an operator's retry erased (trigger
-        row *row* of ``durable_attempts``, of *kind*), under *status*, *sign* times."""
+        row *row* of ``durable_attempts``, of *kind*), under *status*, *sign* times;
+        *source* joins a table that *row* names."""
         timed = f"({row}.finished_at IS NOT NULL AND {row}.started_at IS NOT NULL)"
         seconds = f"({row}.finished_at - {row}.started_at)"
+        grains: tuple[int, ...] = GRAINS
         if kind == "run":
-            created = f"(SELECT r.created_at FROM durable_runs AS r WHERE r.id = {row}.run_id)"
-            grains = " UNION ALL ".join(f"SELECT {grain} AS grain" for grain in GRAINS)
-            grain, at, joined = "g.grain", self.bucket(created, "g.grain"), f" FROM ({grains}) AS g"
+            at = f"(SELECT r.created_at FROM durable_runs AS r WHERE r.id = {row}.run_id)"
         else:
-            grain, at, joined = str(HOUR), self.bucket(f"{row}.started_at", str(HOUR)), " "
+            at, grains = f"{row}.started_at", TASK_GRAINS
         values = [
-            grain,
-            at,
+            "g.grain",
+            self.bucket(at, "g.grain"),
             f"'{kind}'",
             f"{row}.name",
             f"{row}.workflow",
             f"'{status}'",
-            f"CASE WHEN {timed} THEN {_bin(self.floor(f'{seconds} * 1000000'))} ELSE -1 END",
+            self._binned(timed, seconds),
             self.shard(),
             str(sign),
             f"CASE WHEN {timed} THEN {sign} * {seconds} ELSE 0 END",
             f"CASE WHEN {sign} > 0 THEN {row}.finished_at END",
         ]
-        where = f"WHERE {row}.kind = '{kind}' AND {row}.started_at IS NOT NULL"
-        if kind == "run":
-            where += f" AND {created} IS NOT NULL"
-        return self._select(values, f"{joined}{source} {where}")
+        return self._select(
+            values,
+            f" FROM {self._grains(grains)} AS g{source} WHERE {row}.kind = '{kind}' "
+            f"AND {row}.started_at IS NOT NULL AND {at} IS NOT NULL",
+        )
 
 
 def _run_class(row: str) -> str:
@@ -250,12 +270,11 @@ def backfill(dialect: sa.Dialect, execute: Execute) -> None:
     row twice. (An erased task call's step is gone already: nothing to take back.)"""
     sql = _Dialect(dialect)
     total = "sum(n), sum(seconds), max(last_at)"
-    kept = "FROM durable_attempts AS a"
     for rows in (
         sql.run_rows("r", 1, source=", durable_runs AS r"),
-        sql.task_rows("h", 1, source="FROM durable_history AS h "),
+        sql.task_rows("h", 1, source=", durable_history AS h"),
         sql.attempt_rows("a", "run", RETRIED, 1, source=", durable_attempts AS a"),
-        sql.attempt_rows("a", "task", RETRIED, 1, source=kept),
+        sql.attempt_rows("a", "task", RETRIED, 1, source=", durable_attempts AS a"),
     ):
         execute(
             sql.upsert(f"SELECT {_KEY}, {total} FROM ({rows}) AS x WHERE 1 = 1 GROUP BY {_KEY}")

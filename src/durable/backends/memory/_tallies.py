@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 from durable.core import tallies as counting
 from durable.core.records import StepKind
-from durable.core.tallies import HOUR, Tally
+from durable.core.tallies import Tally
 
 from ._base import MemoryBase
 
@@ -52,13 +52,12 @@ class MemoryTallies(MemoryBase):
             )
         for run_id, of, workflow, outcome in self._attempts:
             yield from counting.of_retried(grain, of, outcome, workflow, self._runs.get(run_id))
-        if grain != HOUR:
-            return
         for run_id, steps in self._history.items():
             owner = self._runs.get(run_id)
             for step in steps.values():
                 if step.kind is StepKind.TASK:
                     tally = counting.of_task(
+                        grain,
                         "" if owner is None else owner.workflow,
                         step.name,
                         step.status,
