@@ -72,6 +72,12 @@ function drawCounts(data) {
   $("ov-dead-card").setAttribute("data-alert", String(dead > 0));
 }
 
+/* A duration, its exact seconds kept in data-value (the text is rounded). */
+export function durationCell(td, seconds) {
+  td.textContent = formatDuration(seconds);
+  td.setAttribute("data-value", seconds === null || seconds === undefined ? "" : String(seconds));
+}
+
 export function successText(success) {
   return success === null || success === undefined ? "—" : `${success.toFixed(1)} %`;
 }
@@ -86,8 +92,8 @@ function fillWorkflow(row, item) {
   name.replaceChildren(workflowLink(item.name));
   runs.textContent = String(item.runs);
   success.textContent = successText(item.success);
-  p50.textContent = formatDuration(item.p50_duration);
-  p95.textContent = formatDuration(item.p95_duration);
+  durationCell(p50, item.p50_duration);
+  durationCell(p95, item.p95_duration);
   timeCell(failure, item.last_failure_at);
 }
 
@@ -96,8 +102,8 @@ function fillSlowTask(row, item) {
   name.setAttribute("class", "mono");
   name.textContent = item.name;
   runs.textContent = String(item.runs);
-  p50.textContent = formatDuration(item.p50_duration);
-  p95.textContent = formatDuration(item.p95_duration);
+  durationCell(p50, item.p50_duration);
+  durationCell(p95, item.p95_duration);
 }
 
 function fillFailingTask(row, item) {

@@ -4,9 +4,9 @@
    (click or keyboard; aria-sort says the order); a workflow's name opens the runs list
    filtered to it. It reads api/v1/workflows and acts on nothing. */
 
-import { $, cells, el, formatDuration, syncRows, timeCell } from "./dom.js";
+import { $, cells, el, syncRows, timeCell } from "./dom.js";
 import { sparkline } from "./charts.js";
-import { successText, workflowLink } from "./overview.js";
+import { durationCell, successText, workflowLink } from "./overview.js";
 import { conditionalGet } from "./http.js";
 
 /* Kept while the tab lives, so coming back finds the same order. */
@@ -59,16 +59,21 @@ export function workflowsPage() {
    by kind and name. */
 export function sortItems(items, key, ascending) {
   const sign = ascending ? 1 : -1;
-  const tie = (a, b) => a.kind.localeCompare(b.kind) || a.name.localeCompare(b.name);
+  const tie = (a, b) => compare(a.kind, b.kind) || compare(a.name, b.name);
   return [...items].sort((a, b) => {
     const x = a[key];
     const y = b[key];
     const missingX = x === null || x === undefined;
     const missingY = y === null || y === undefined;
     if (missingX || missingY) return missingX === missingY ? tie(a, b) : missingX ? 1 : -1;
-    const compared = typeof x === "string" ? x.localeCompare(y) : x - y;
+    const compared = typeof x === "string" ? compare(x, y) : x - y;
     return compared === 0 ? tie(a, b) : sign * compared;
   });
+}
+
+/* By code point, as `sorted` and `durable stats` order names. */
+function compare(x, y) {
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 function fillRow(row, item) {
@@ -80,8 +85,8 @@ function fillRow(row, item) {
   kind.textContent = item.kind;
   runs.textContent = String(item.runs);
   success.textContent = successText(item.success);
-  p50.textContent = formatDuration(item.p50_duration);
-  p95.textContent = formatDuration(item.p95_duration);
+  durationCell(p50, item.p50_duration);
+  durationCell(p95, item.p95_duration);
   timeCell(failure, item.last_failure_at);
   const what = item.kind === "workflow" ? "runs" : "calls";
   spark.replaceChildren(sparkline(item.spark || [], `${item.name}: ${what} per hour, last 24 hours`));
