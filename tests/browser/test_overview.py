@@ -254,7 +254,7 @@ def test_tab_reaches_each_chart_once(page: Page) -> None:
                 " a.closest('.chart-box').id : a.tagName;"
             )
         )
-    assert stops.count("ov-minutes") == 1 and stops.count("ov-hours") == 1, stops
+    assert stops.count("ov-minutes") == 1 and stops.count("ov-hours") == 1, repr(stops)
     assert stops.index("ov-hours") == stops.index("ov-minutes") + 1
 
 

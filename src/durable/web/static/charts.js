@@ -85,7 +85,7 @@ export function barChart(box, buckets, grain, title) {
   const y = (value) => TOP + plot - (value / top) * plot;
   const chart = svg("svg", {
     class: "chart", viewBox: `0 0 ${width} ${HEIGHT}`, role: "group", "aria-label": title,
-    preserveAspectRatio: "xMinYMin meet", "data-top": top,
+    preserveAspectRatio: "xMinYMin meet", "data-top": top, tabindex: "-1", // its bars are the stops
   });
   for (let value = 0; value <= top; value += step) {
     chart.append(svg("line", { class: "grid-line", x1: LEFT, x2: width - RIGHT, y1: y(value), y2: y(value) }));
