@@ -21,8 +21,8 @@ export const SERIES = [
 const HEIGHT = 190;
 const TOP = 10;
 const BOTTOM = 26;
-const LEFT = 44;
-const RIGHT = 8;
+const LEFT = 48;
+const RIGHT = 24;
 
 /* The runs list of one bar: runs created in [at, at + grain), of the series' status. */
 export function bucketHref(at, grain, series) {
