@@ -308,10 +308,12 @@ return [document.documentElement.scrollWidth <= width, out.slice(0, 5)];
 """
 
 
-def at_phone_size(page: Page, fragment: str, ready: str) -> list[Any]:
+def at_size(
+    page: Page, fragment: str, ready: str, width: int = 390, height: int = 844
+) -> list[Any]:
     page.driver.execute_cdp_cmd(
         "Emulation.setDeviceMetricsOverride",
-        {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True},
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 700},
     )
     try:
         page.open(fragment)
@@ -335,5 +337,12 @@ def at_phone_size(page: Page, fragment: str, ready: str) -> list[Any]:
 def test_nothing_overflows_a_phone_screen(page: Page, fragment: str, ready: str) -> None:
     """At 390x844 on every page with a table, only scroll containers (wide tables) are
     wider than the screen."""
-    fits, overflowing = at_phone_size(page, fragment, ready)
+    fits, overflowing = at_size(page, fragment, ready)
+    assert fits and overflowing == [], overflowing
+
+
+def test_a_laptop_screen_shows_the_overview_without_scrolling_sideways(page: Page) -> None:
+    """At 1366x768 nothing is wider than the screen, tables included."""
+    ready = "document.querySelectorAll('#ov-hours a.bar').length > 0"
+    fits, overflowing = at_size(page, "#/", ready, 1366, 768)
     assert fits and overflowing == [], overflowing
