@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from durable.core.tallies import FAILURES, HOUR, MINUTE, TERMINAL, bucket
+from durable.core.tallies import FAILURES, HOUR, MINUTE, RETRIED, TERMINAL, bucket
 from durable.runtime.engine import Engine
 
 from . import _queues, _schedules
@@ -78,7 +78,8 @@ def series(engine: Engine, grain: int, since: float, now: float) -> dict[str, An
     found = engine.backend.tallies(grain, since, kind="run", by_bin=False)
     totals: dict[float, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for tally in found:
-        totals[tally.at][tally.status] += tally.count
+        if tally.status != RETRIED:  # an erased attempt of a run counted already
+            totals[tally.at][tally.status] += tally.count
     first, last = bucket(since, grain), bucket(now, grain)
     points = []
     at = first
@@ -105,6 +106,8 @@ def workflows(engine: Engine, *, since: float | None = None) -> dict[str, Any]:
     hours = int((bucket(now, HOUR) - first) // HOUR) + 1
     spark: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0] * hours)
     for tally in backend.tallies(HOUR, first, by_bin=False):
+        if tally.status == RETRIED:
+            continue
         kind = "workflow" if tally.kind == "run" else "task"
         index = int((tally.at - first) // HOUR)
         if 0 <= index < hours:
