@@ -17,6 +17,7 @@ from . import _conformance_runs as runs
 from . import _conformance_schedules as schedules
 from . import _conformance_search as search
 from . import _conformance_streams as streams
+from . import _conformance_tallies as tallies
 from . import _conformance_traces as traces
 from . import _conformance_versions as versions
 from . import _conformance_waits as waits
@@ -119,6 +120,8 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     streams.check_stream_writers_take_turns,
     streams.check_stream_write_wakes_watchers,
     streams.check_streams_are_purged_with_their_run,
+    tallies.check_tallies_count_runs_and_calls,
+    tallies.check_tallies_keep_an_erased_failure,
     event_schemas.check_event_schemas_round_trip,
 )
 
