@@ -84,6 +84,7 @@ SQL_FILES = (
     "backends/sql/__init__.py",
     "backends/sql/_outbox.py",
     "backends/_schema.py",
+    "backends/_tallies_schema.py",
     "backends/_migrations.py",
     "backends/_statements/queues.py",
     "backends/_statements/__init__.py",
@@ -97,6 +98,7 @@ SQL_FILES = (
     "backends/_statements/schedules.py",
     "backends/_statements/attributes.py",
     "backends/_statements/streams.py",
+    "backends/_statements/tallies.py",
 )
 
 
