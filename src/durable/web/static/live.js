@@ -14,7 +14,7 @@ const LONGEST_RETRY_MS = 30000;
    while closed); `onState(up)` when the stream comes up or goes down. Returns
    { open, close }. */
 export function liveStream(onVersion, onState) {
-  const state = { source: null, timer: 0, wait: FIRST_RETRY_MS, version: null, up: false,
+  const state = { source: null, timer: 0, wait: FIRST_RETRY_MS, version: null, up: null,
     wanted: false };
 
   function setUp(up) {
@@ -54,6 +54,7 @@ export function liveStream(onVersion, onState) {
   }
 
   function open() {
+    if (state.wanted) return; // open already, or waiting to retry: keep the backoff
     state.wanted = true;
     connect();
   }
