@@ -81,5 +81,7 @@ def test_the_page_polls_when_the_stream_fails(page: Page, dashboard: Dashboard) 
         assert all(gap > 0.5 for gap in gaps), f"retried with backoff, not at once: {gaps}"
     finally:
         routes[index] = original
-        # the refused streams were logged as errors by the browser: expected here
-        page.driver.get_log("browser")
+    # back up at its next retry; the refused streams were logged as errors by the
+    # browser before: expected here
+    page.wait_js("document.querySelector('#live').dataset.stream === 'up'", "the stream back")
+    page.driver.get_log("browser")

@@ -17,7 +17,8 @@ How a change is noticed, while at least one client is connected (no thread other
 - Any other backend (memory): its watch, and the same `SAFETY` tick.
 
 A POST or DELETE through the app moves the version too (`bump`), so the page that
-asked for a change sees it at once. Versions coalesce: at most one per `MIN_GAP`.
+asked for a change sees it at once. Versions coalesce: at most one per `MIN_GAP`
+second.
 
 The stream sends ``data: {"version": N}`` at once and at each change, a comment every
 `KEEP_ALIVE` seconds of quiet (a client that left is noticed when it fails), and ends
@@ -47,8 +48,9 @@ log = logging.getLogger("durable.web")
 STEP = 0.25
 #: The version moves at least this often (seconds) where a change may go unheard.
 SAFETY = 5.0
-#: Seconds between two versions at least: a busy database moves it at this pace.
-MIN_GAP = 0.5
+#: Seconds between two versions at least: a busy database (or a lease renewed while a
+#: task runs) moves it at this pace, and the open pages refresh at most this often.
+MIN_GAP = 1.0
 #: Seconds of quiet after which a comment line is sent.
 KEEP_ALIVE = 15.0
 #: Seconds one stream lasts at most (the client reconnects to go on).
