@@ -50,7 +50,7 @@ STEP = 0.25
 SAFETY = 5.0
 #: Seconds between two versions at least: a busy database (or a lease renewed while a
 #: task runs) moves it at this pace, and the open pages refresh at most this often.
-MIN_GAP = 1.0
+MIN_GAP = 0.75
 #: Seconds of quiet after which a comment line is sent.
 KEEP_ALIVE = 15.0
 #: Seconds one stream lasts at most (the client reconnects to go on).
@@ -154,10 +154,11 @@ class LiveHub:
             try:
                 if watch is not None:
                     heard = watch.wait(STEP) or time.monotonic() - last >= SAFETY
-                elif files:
-                    self._condition_wait(STEP)
+                elif files:  # looked at first: a commit during MIN_GAP shows at once
                     fresh = _stamp(files)
                     heard, stamp = fresh != stamp, fresh
+                    if not heard:
+                        self._condition_wait(STEP)
                 else:
                     self._condition_wait(STEP)
                     heard = time.monotonic() - last >= SAFETY
