@@ -258,6 +258,7 @@ def test_nothing_is_shared_without_a_live_client(app: WebApp) -> None:
     while app.live.watching:
         assert time.monotonic() < deadline, "the watch outlived its last client"
         time.sleep(0.02)
+    assert len(app._cache) == 0, "what was kept is dropped when the watch ends"
     api.get("/api/v1/runs")
     assert len(calls) == 4
 

@@ -120,15 +120,24 @@ class LiveHub:
             self._clients += 1
             if self._thread is not None or self._closed:
                 return
-            self._thread = threading.Thread(target=self._run, name="durable-live", daemon=True)
-        self.bump()  # answers shared from now on start from a fresh version
-        self._thread.start()
+        # Before answers are shared again: any kept while nobody watched may be stale.
+        self.bump()
+        self._start()
+
+    def _start(self) -> None:
+        with self._condition:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="durable-live", daemon=True)
+                self._thread.start()
 
     def disconnect(self) -> None:
         """A client left; the watch stops with the last one."""
         with self._condition:
             self._clients -= 1
+            last = self._clients == 0
             self._condition.notify_all()
+        if last:
+            self.bump()  # the answers kept are dropped: nobody watches for changes now
 
     def close(self) -> None:
         """Stop watching and end every stream (the app is closing)."""
