@@ -1,9 +1,12 @@
 """What operating a big database costs: ``python benchmarks/operate.py [--quick]``.
 
 One JSON line per backend (SQLite, PostgreSQL) on stdout; progress on stderr. Each
-backend gets a fresh database holding N runs (100,000; 500 with --quick) of 4
-workflows, each with 2 recorded task steps; 90 % completed, 5 % failed, 5 % queued.
-Then every read the CLI, the REST API and the dashboard make is timed through
+backend gets a fresh database holding N runs (1,000,000; 500 with --quick) of 4
+workflows, created evenly over the last 7 days, each with 2 recorded task steps; 90 %
+completed, 5 % failed, 5 % queued. They are made by bulk inserts (one INSERT ...
+SELECT per table, this script's own SQL), not one workflow at a time; the database's
+triggers tally them as they go (a version without tallies simply has none). Then every
+read the CLI, the REST API and the dashboard make is timed through
 `durable.ops.Operations` (median and max of 20 calls, in ms):
 
 * list_first_page: ``durable ls`` / the dashboard's runs list (50 newest).
@@ -11,20 +14,23 @@ Then every read the CLI, the REST API and the dashboard make is timed through
 * list_page_100: the 100th page through cursors (keyset paging: as cheap as the first).
 * count_all, count_failed: the count the bulk forms print before acting.
 * run_with_history: a run page (the run, its children and its history).
-* stats_7d: ``durable stats`` over every run and task of the last 7 days.
+* stats_7d: ``durable stats`` over every run and task of the last 7 days;
+  stats_workflow: ``durable stats --workflow`` (one workflow and its tasks).
 * task_stats: one task's statistics, as the dashboard's step panel shows them.
+* overview, workflows: the dashboard's overview and workflows pages (where the
+  version under test has them).
 
-The dashboard polls the runs list every 5 s while visible, so list_first_page is
-what live refresh costs the database per open tab.
+The dashboard refreshes its page every 5 s while visible (or on each change, with
+live updates), so these are what a refresh costs the database.
 
-``--runs N`` changes N (the attribute lookups below do not need the 100,000).
+``--runs N`` changes N; the script runs unchanged against an older checkout (for a
+before-and-after), timing what that version has.
 
-Then ``attributes``: M more runs (1,000,000; 2,000 with --quick; ``--attribute-runs``)
-are added by bulk inserts (one INSERT ... SELECT per table, this script's own SQL), each
-with three attributes: ``customer`` (M / 10 customers, 10 runs each), ``region`` (4
-values, M / 4 runs each) and ``n`` (an int, 1,000 values). PostgreSQL is vacuumed and
-analyzed after the load (as autovacuum would); SQLite is left without statistics, as
-durable leaves it.
+Then ``attributes``: M more runs (1,000,000; 2,000 with --quick; ``--attribute-runs``,
+0 to skip) are added by bulk inserts, each with three attributes: ``customer`` (M / 10
+customers, 10 runs each), ``region`` (4 values, M / 4 runs each) and ``n`` (an int,
+1,000 values). PostgreSQL is vacuumed and analyzed after each load (as autovacuum
+would); SQLite is left without statistics, as durable leaves it.
 Timed, median and max of 20 calls in ms:
 
 * lookup: `Backend.list_runs` of one customer's runs (``durable ls --attr
@@ -51,12 +57,11 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import durable
-from durable.core.records import NewRun, RunQuery, RunStatus, Step, StepKind, StepStatus
+from durable.core.records import RunQuery
 from durable.ops import Operations
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
@@ -68,52 +73,82 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def series(postgres: bool, total: int) -> tuple[str, str]:
+    """(the WITH prefix, the FROM clause) of the integers 0..total-1 as ``i``."""
+    if postgres:
+        return "", f"FROM generate_series(0, {total - 1}) AS s(i)"
+    last = total - 1
+    prefix = f"WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < {last}) "
+    return prefix, "FROM s"
+
+
 def fill(engine: durable.Engine, total: int) -> None:
-    """Create *total* runs with two steps each, through the backend (8 threads)."""
-    backend = engine.backend
-
-    def make(i: int) -> None:
-        run_id = f"run-{i:07d}"
-        owned = i % 20 != 0
-        backend.create_run(
-            NewRun(
-                id=run_id,
-                workflow=WORKFLOWS[i % len(WORKFLOWS)],
-                input=b'j{"args":[1],"kwargs":{}}',
-                call_hash="v1:00",
-                owner="bench:1:1:x" if owned else None,
-                lease=30.0,
+    """Create *total* runs of 4 workflows created evenly over the last 7 days, each with
+    2 task steps taking 0 to 3 s (90 % completed, 5 % failed, 5 % still queued), by
+    bulk inserts (one INSERT ... SELECT per table, this script's own SQL). The
+    database's triggers tally them as they would one at a time (if it has them)."""
+    postgres = engine.backend.dialect_name == "postgresql"  # type: ignore[attr-defined]
+    prefix, rows = series(postgres, total)
+    week = 7 * 24 * 3600.0
+    base = time.time() - week
+    step = week / total
+    if postgres:
+        run_id = "'run-' || lpad(i::text, 7, '0')"
+        workflow = "'bench.flow' || (i % 4)"
+        blob = "decode('6a5b5d', 'hex')"
+    else:
+        run_id = "printf('run-%07d', i)"
+        workflow = "'bench.flow' || (i % 4)"
+        blob = "X'6a5b5d'"
+    created = f"({base} + i * {step})"
+    took = "((i % 997) * 0.003)"
+    status = "CASE i % 20 WHEN 0 THEN 'queued' WHEN 1 THEN 'failed' ELSE 'completed' END"
+    started = f"CASE WHEN i % 20 = 0 THEN NULL ELSE {created} + 0.001 END"
+    finished = f"CASE WHEN i % 20 = 0 THEN NULL ELSE {created} + 0.002 + 2 * {took} END"
+    statements = [
+        (
+            "runs",
+            f"{prefix}INSERT INTO durable_runs (id, workflow, status, input, call_hash, epoch, "
+            "recoveries, created_at, updated_at, started_at, finished_at) "
+            f"SELECT {run_id}, {workflow}, {status}, {blob}, 'v1:00', "
+            f"CASE WHEN i % 20 = 0 THEN 0 ELSE 1 END, 0, {created}, {created}, {started}, "
+            f"{finished} {rows}",
+        ),
+        *(
+            (
+                f"task steps at {position}",
+                f"{prefix}INSERT INTO durable_history (run_id, position, kind, name, call_hash, "
+                "status, output, error, attempts, started_at, finished_at, epoch) "
+                f"SELECT {run_id}, {position}, 'task', 'bench.task{position}', 'v1:0{position}', "
+                f"{failing}, NULL, NULL, 1, {created} + 0.001 + {position} * {took}, "
+                f"{created} + 0.001 + {position + 1} * {took}, 1 {rows} WHERE i % 20 <> 0",
             )
-        )
-        if not owned:
-            return
-        failed = i % 20 == 1
-        now = backend.now()
-        for position in range(2):
-            bad = failed and position == 1
-            backend.record(
-                Step(
-                    run_id=run_id,
-                    position=position,
-                    kind=StepKind.TASK,
-                    name=f"bench.task{position}",
-                    call_hash=f"v1:{position:02d}",
-                    status=StepStatus.FAILED if bad else StepStatus.COMPLETED,
-                    output=None if bad else b"j1",
-                    error=b'j{"type":"builtins:ValueError","message":"x"}' if bad else None,
-                    started_at=now,
-                    finished_at=now + 0.01,
-                ),
-                1,
+            for position, failing in (
+                (0, "'completed'"),
+                (1, "CASE WHEN i % 20 = 1 THEN 'failed' ELSE 'completed' END"),
             )
-        status = RunStatus.FAILED if failed else RunStatus.COMPLETED
-        backend.finish_run(run_id, 1, status, output=None if failed else b"j1")
+        ),
+    ]
+    if postgres:
+        statements.append(("vacuum and statistics", "VACUUM ANALYZE"))
+    load(engine, statements)
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(8) as pool:
-        for done, _ in enumerate(pool.map(make, range(total)), 1):
-            if done % 10_000 == 0:
-                log(f"  {done:,} runs ({done / (time.perf_counter() - started):,.0f}/s)")
+
+def load(engine: durable.Engine, statements: list[tuple[str, str]]) -> None:
+    """Run each of *statements* in its own transaction (VACUUM outside one), logging
+    how long each took."""
+
+    def body(session: Any, _retried: bool) -> None:
+        for what, statement in statements:
+            began = time.perf_counter()
+            if statement == "VACUUM ANALYZE":
+                session.execute(statement, ())
+            else:
+                with engine.backend._db.transaction(session):  # type: ignore[attr-defined]
+                    session.execute(statement, ())
+            log(f"  {what}: {time.perf_counter() - began:.1f} s")
+
+    engine.backend._db.run("Loading the benchmark", body)  # type: ignore[attr-defined]
 
 
 def fill_attributes(engine: durable.Engine, total: int) -> None:
@@ -121,18 +156,13 @@ def fill_attributes(engine: durable.Engine, total: int) -> None:
     base = time.time() - total * 0.001 - 60
     postgres = engine.backend.dialect_name == "postgresql"  # type: ignore[attr-defined]
     customers = max(1, total // 10)
+    prefix, rows = series(postgres, total)
     if postgres:
-        rows = f"FROM generate_series(0, {total - 1}) AS s(i)"
         run_id = "'attr-' || lpad(i::text, 7, '0')"
-        prefix, blob = "", "decode('6a5b5d', 'hex')"
+        blob = "decode('6a5b5d', 'hex')"
         region = "(ARRAY['eu', 'us', 'ap', 'sa'])[i % 4 + 1]"
     else:
-        rows = "FROM s"
         run_id = "printf('attr-%07d', i)"
-        last = total - 1
-        prefix = (
-            f"WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < {last}) "
-        )
         blob = "X'6a5b5d'"
         region = "CASE i % 4 WHEN 0 THEN 'eu' WHEN 1 THEN 'us' WHEN 2 THEN 'ap' ELSE 'sa' END"
     at = f"{base} + i * 0.001"
@@ -159,18 +189,7 @@ def fill_attributes(engine: durable.Engine, total: int) -> None:
     ]
     if postgres:
         statements.append(("vacuum and statistics", "VACUUM ANALYZE"))
-
-    def load(session: Any, _retried: bool) -> None:
-        for what, statement in statements:
-            began = time.perf_counter()
-            if statement == "VACUUM ANALYZE":
-                session.execute(statement, ())
-            else:
-                with engine.backend._db.transaction(session):  # type: ignore[attr-defined]
-                    session.execute(statement, ())
-            log(f"  {what}: {time.perf_counter() - began:.1f} s")
-
-    engine.backend._db.run("Loading the attribute benchmark", load)  # type: ignore[attr-defined]
+    load(engine, statements)
 
 
 def attribute_lookups(engine: durable.Engine, ops: Operations, total: int) -> dict[str, Any]:
@@ -203,6 +222,16 @@ def timed(call: Callable[[], Any]) -> dict[str, float]:
     return {"median": round(statistics.median(samples), 2), "max": round(max(samples), 2)}
 
 
+def pages(ops: Operations) -> dict[str, Any]:
+    """The overview and the workflows page, where this version has them."""
+    found = {}
+    if hasattr(ops, "overview"):
+        found["overview"] = timed(ops.overview)
+    if hasattr(ops, "workflows"):
+        found["workflows"] = timed(ops.workflows)
+    return found
+
+
 def measure(url: str, total: int, tagged: int) -> dict[str, Any]:
     engine = durable.Engine(url)
     try:
@@ -224,8 +253,10 @@ def measure(url: str, total: int, tagged: int) -> dict[str, Any]:
             "count_failed": timed(lambda: ops.count_runs(status=["failed"])),
             "run_with_history": timed(lambda: (ops.get_run(middle), ops.history(middle))),
             "stats_7d": timed(ops.stats),
+            "stats_workflow": timed(lambda: ops.stats(workflow=WORKFLOWS[1])),
             "task_stats": timed(lambda: ops.task_stats("bench.task1")),
-            "attributes": attribute_lookups(engine, ops, tagged),
+            **pages(ops),
+            "attributes": attribute_lookups(engine, ops, tagged) if tagged else None,
         }
     finally:
         engine.close()
@@ -239,8 +270,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=None, metavar="N")
     parser.add_argument("--attribute-runs", type=int, default=None, metavar="M")
     args = parser.parse_args()
-    total = args.runs or (500 if args.quick else 100_000)
-    tagged = args.attribute_runs or (2_000 if args.quick else 1_000_000)
+    total = args.runs or (500 if args.quick else 1_000_000)
+    tagged = args.attribute_runs
+    if tagged is None:
+        tagged = 2_000 if args.quick else 1_000_000
     pg = os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
     for backend in args.backends.split(","):
         log(f"{backend}: {total:,} runs")

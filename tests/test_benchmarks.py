@@ -189,6 +189,7 @@ def test_operate_benchmark_quick(tmp_path: Path) -> None:
     for line in run_quick("operate.py", "sqlite", tmp_path):
         assert line["runs"] == 500
         assert line["list_first_page"]["median"] > 0 and line["stats_7d"]["max"] > 0
+        assert line["overview"]["median"] > 0 and line["workflows"]["median"] > 0
         attributes = line["attributes"]
         assert attributes["runs"] == 2_000
         assert all(attributes[name]["median"] > 0 for name in ("lookup", "list_region"))
@@ -294,3 +295,11 @@ def test_live_benchmark_quick(tmp_path: Path) -> None:
         assert line["versions_per_s_live_20_tabs"] > 0
         assert "statements_per_s_polling_20_tabs" in line
         assert line["meets_target"], line
+
+
+def test_tallies_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/tallies.py --quick times steps with the tallies' triggers and without
+    (dropped: a database without them still runs workflows)."""
+    for line in run_quick("tallies.py", "sqlite", tmp_path):
+        assert line["us_per_step_tallied"] > 0 and line["us_per_step_untallied"] > 0
+        assert line["tallied_over_untallied"] > 0 and line["target"] == 1.05

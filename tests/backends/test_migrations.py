@@ -10,6 +10,7 @@ import pytest
 
 from durable.backends import _migrations, _schema
 from durable.backends.sql import SQLBackend
+from durable.core import tallies
 from durable.core.records import NewRun, RunStatus
 from tests.conftest import PostgresSchemas
 
@@ -205,3 +206,88 @@ def test_migrating_v15_adds_the_event_schemas_column_and_keeps_runs(two_database
         assert stored is not None and stored.event_schemas == schemas
     finally:
         backend.close()
+
+
+TALLY_TRIGGERS = (
+    "durable_tally_run_created",
+    "durable_tally_run_moved",
+    "durable_tally_task_recorded",
+    "durable_tally_task_moved",
+    "durable_tally_retried",
+)
+#: Rows as version-16 code left them: a completed run with two task calls, a failed one
+#: an operator retried (its run queued again, its failed call erased and kept), a
+#: queued one; times a day apart.
+V16_ROWS = [
+    "INSERT INTO durable_runs (id, workflow, status, input, call_hash, epoch, recoveries, "
+    "created_at, updated_at, started_at, finished_at, queue, priority, cancel_requested) "
+    "VALUES ('done', 'app.flow', 'completed', '', 'v1:00', 1, 0, 1000, 1000, 1001, 1003.5, "
+    "'default', 0, 0), ('again', 'app.flow', 'queued', '', 'v1:00', 1, 0, 90000, 90000, "
+    "90001, NULL, 'default', 0, 0), ('new', 'app.other', 'queued', '', 'v1:00', 0, 0, "
+    "180000, 180000, NULL, NULL, 'default', 0, 0)",
+    "INSERT INTO durable_history (run_id, position, kind, name, call_hash, status, attempts, "
+    "started_at, finished_at, epoch) VALUES ('done', 0, 'task', 'app.load', 'v1:00', "
+    "'completed', 1, 1001, 1002, 1), ('done', 1, 'task', 'app.save', 'v1:00', 'completed', "
+    "1, 1002, 1003.25, 1), ('done', 2, 'sleep', 'durable.sleep', 'v1:00', 'completed', 1, "
+    "1003.25, 1003.5, 1), ('again', 0, 'task', 'app.load', 'v1:00', 'completed', 1, 90001, "
+    "90002, 1)",
+    "INSERT INTO durable_attempts (run_id, kind, name, workflow, status, started_at, "
+    "finished_at) VALUES ('again', 'run', 'app.flow', 'app.flow', 'failed', 90001, 90009), "
+    "('again', 'task', 'app.save', 'app.flow', 'failed', 90002, 90008)",
+]
+
+
+def drop_tallies(db: Database) -> None:
+    """Take a new database back to version 16's shape: no tallies, no triggers."""
+    if db.kind == "sqlite":
+        for name in TALLY_TRIGGERS:
+            db.execute(f"DROP TRIGGER {name}")
+    else:
+        for name in TALLY_TRIGGERS:
+            db.execute(f"DROP FUNCTION {name}() CASCADE")
+    db.execute("DROP TABLE durable_tallies")
+    db.execute("UPDATE durable_meta SET value = '16' WHERE key = 'schema_version'")
+
+
+def test_migrating_v16_counts_what_the_database_holds(two_databases: Any) -> None:
+    """A version-16 database gets the tallies table and its triggers, and tallies of
+    its runs, calls and erased attempts equal to those the triggers keep in a new
+    database where the same rows were written as today's code writes them."""
+    old, new = two_databases
+    SQLBackend(old.url).close()
+    SQLBackend(new.url).close()
+    drop_tallies(old)
+    for statement in V16_ROWS:
+        old.execute(statement)
+    # The new database sees the retry happen: the failed call recorded, then erased.
+    new.execute(V16_ROWS[0].replace("'queued', '', 'v1:00', 1, 0, 90000", "'failed', '', "
+                "'v1:00', 1, 0, 90000").replace("90001, NULL, 'default'", "90001, 90009, "
+                "'default'"))  # fmt: skip
+    new.execute(V16_ROWS[1])
+    new.execute(
+        "INSERT INTO durable_history (run_id, position, kind, name, call_hash, status, "
+        "attempts, started_at, finished_at, epoch) VALUES ('again', 1, 'task', 'app.save', "
+        "'v1:00', 'failed', 1, 90002, 90008, 1)"
+    )
+    new.execute(V16_ROWS[2])
+    new.execute("DELETE FROM durable_history WHERE run_id = 'again' AND position = 1")
+    new.execute("UPDATE durable_runs SET status = 'queued', finished_at = NULL WHERE id = 'again'")
+    assert old.shape() != new.shape()
+    migrated, fresh = SQLBackend(old.url), SQLBackend(new.url)
+    try:
+        assert old.shape() == new.shape()
+        for grain in tallies.GRAINS:
+            counted = sorted(map(repr, migrated.tallies(grain, 0.0)))
+            assert counted == sorted(map(repr, fresh.tallies(grain, 0.0)))
+            assert counted, "the old rows are counted"
+        flows = {
+            t.status: t.count
+            for t in migrated.tallies(3600, 0.0, by_bucket=False, by_bin=False)
+            if t.name == "app.flow"
+        }
+        assert flows == {"completed": 1, "open": 1, "retried": 1}
+        saves = migrated.tallies(3600, 0.0, name="app.save", by_bucket=False, by_bin=False)
+        assert sorted((t.status, t.count) for t in saves) == [("completed", 1), ("retried", 1)]
+    finally:
+        migrated.close()
+        fresh.close()

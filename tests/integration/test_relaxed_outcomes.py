@@ -43,10 +43,17 @@ class Traced:
 
         def traced() -> sqlite3.Connection:
             conn: sqlite3.Connection = opener()
-            conn.set_trace_callback(self.statements.append)
+            conn.set_trace_callback(self._heard)
             return conn
 
         db._open = traced
+
+    def _heard(self, sql: str) -> None:
+        """Log *sql*, once: SQLite reports a statement again at the start of each trigger
+        program it runs (the tallies' triggers), with the same text, its parameters
+        expanded, so a repeat right after it is that, not another write."""
+        if not self.statements or self.statements[-1] != sql:
+            self.statements.append(sql)
 
     def writes(self, configured: str = "FULL") -> list[tuple[str, str]]:
         """(what, the synchronous level it committed at) for each write, in order; the

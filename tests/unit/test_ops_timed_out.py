@@ -9,7 +9,7 @@ import pytest
 
 import durable
 from durable import workflow
-from durable.core.records import Outcome
+from durable.core import tallies
 from durable.ops import Conflict, Operations
 from durable.ops._stats import stat
 from durable.testing import DurableEnv
@@ -66,11 +66,14 @@ def test_stat_figures_with_every_ending() -> None:
     """Of completed, failed, dead and timed_out, only completed succeeds; cancelled is
     neither a success nor a failure."""
     endings = ["completed", "failed", "dead", "timed_out", "cancelled"]
-    outcomes = [Outcome(name="w", status=s, started_at=0.0, finished_at=1.0) for s in endings]
-    figures = stat("w", outcomes, now=2.0)
+    found = [
+        tallies.of_run(tallies.HOUR, "w", s, created_at=0.0, started_at=0.0, finished_at=1.0)
+        for s in endings
+    ]
+    figures = stat("w", found)
     assert (figures["runs"], figures["completed"], figures["failed"]) == (5, 1, 3)
     assert figures["success"] == 25.0
-    assert figures["failures_24h"] == 3
+    assert figures["last_failure_at"] == "1970-01-01T00:00:01.000000Z"
 
 
 def test_a_timed_out_run_is_not_retried(env: DurableEnv) -> None:

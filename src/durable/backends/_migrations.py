@@ -38,6 +38,7 @@ from ._schema import (
     streams,
     workflow_index,
 )
+from ._tallies_schema import backfill, create_tallies
 
 if TYPE_CHECKING:
     from ._connections import Connections
@@ -153,6 +154,13 @@ def _v15_to_v16(dialect: sa.Dialect, execute: Execute) -> None:
     execute(f"ALTER TABLE durable_runs ADD COLUMN {column}")
 
 
+def _v16_to_v17(dialect: sa.Dialect, execute: Execute) -> None:
+    """Tallies: outcomes counted by triggers, for statistics at a million runs; the
+    runs and task calls already there are counted once."""
+    create_tallies(dialect, execute)
+    backfill(dialect, execute)
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -170,6 +178,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     13: _v13_to_v14,
     14: _v14_to_v15,
     15: _v15_to_v16,
+    16: _v16_to_v17,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
@@ -209,6 +218,7 @@ def migrate(conn: Any, db: Connections, dialect: sa.Dialect) -> None:
             )
         if version == 0:
             create(dialect, conn.execute)
+            create_tallies(dialect, conn.execute)
         else:
             for step in range(version, SCHEMA_VERSION):
                 MIGRATIONS[step](dialect, conn.execute)

@@ -356,7 +356,7 @@ debounce_index = sa.Index(
 )
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 Execute = Callable[[str], None]
 

@@ -129,6 +129,7 @@ STAT_COLUMNS = (
     Column("FAILED", 6, field("failed")),
     Column("SUCCESS", 7, field("success", percent)),
     Column("AVG", 8, field("avg_duration", seconds)),
+    Column("P50", 8, field("p50_duration", seconds)),
     Column("P95", 8, field("p95_duration", seconds)),
     Column("FAILED 24H", 10, field("failures_24h")),
     Column("LAST FAILURE", 20, field("last_failure_at", when)),

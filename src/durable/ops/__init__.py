@@ -23,6 +23,7 @@ from typing import Any
 from durable.core.attributes import check_attributes
 from durable.core.records import Run, RunQuery
 from durable.core.run_options import check_priority, check_queue, check_run_id
+from durable.core.tallies import HOUR, bucket
 from durable.core.text import check_text
 from durable.errors import (
     EventInvalid,
@@ -36,7 +37,7 @@ from durable.runtime import named, typed_events
 from durable.runtime import registry as _registry
 from durable.runtime.engine import Engine
 
-from . import _control, _queues, _schedules, _views, _waiting
+from . import _control, _overview, _queues, _schedules, _views, _waiting
 from ._check import check_run, unfinished
 from ._errors import BadRequest, Conflict, NotFound, OpsError, no_run
 from ._flows import FlowOps
@@ -164,25 +165,39 @@ class Operations:
     def stats(
         self, *, since: float | None = None, workflow: str | None = None, task: str | None = None
     ) -> dict[str, Any]:
-        """Per workflow and per task: runs, success %, average and p95 duration and
+        """Per workflow and per task: runs, success %, average, p50 and p95 duration and
         failures in the last day, over runs created (tasks started) since *since*
-        (default: the last 7 days). *workflow*: that workflow and the tasks its runs
-        called; *task*: that task only (no workflows)."""
+        (default: the last 7 days; windows are whole hours, see `_stats`). *workflow*:
+        that workflow and the tasks its runs called; *task*: that task only."""
         now = self.backend.now()
         start = now - STATS_WINDOW if since is None else since
-        runs = [] if task else self.backend.outcomes("run", since=start, name=workflow)
-        tasks = self.backend.outcomes("task", since=start, name=task, workflow=workflow)
+        if task is not None:
+            found = stats(self.backend, since=start, now=now, kind="task", name=task)
+        else:
+            found = stats(self.backend, since=start, now=now, workflow=workflow)
         return {
-            "since": iso(start),
-            "workflows": stats(runs, now=now),
-            "tasks": stats(tasks, now=now),
+            "since": iso(bucket(start, HOUR)),
+            "workflows": [figure for figure in found if figure["kind"] == "workflow"],
+            "tasks": [figure for figure in found if figure["kind"] == "task"],
         }
 
     def task_stats(self, name: str, *, since: float | None = None) -> dict[str, Any]:
         """One task's Stat across every run (default: the last 7 days)."""
         now = self.backend.now()
         start = now - STATS_WINDOW if since is None else since
-        return stat(name, self.backend.outcomes("task", since=start, name=name), now=now)
+        found = stats(self.backend, since=start, now=now, kind="task", name=name)
+        return found[0] if found else {"kind": "task", **stat(name, [])}
+
+    def overview(self) -> dict[str, Any]:
+        """What the dashboard's landing page shows: counts by status, runs per minute
+        and per hour, the workflows' figures, the slowest and most failing tasks,
+        queues, schedules, blocked and dead runs (`_overview.overview`)."""
+        return _overview.overview(self.engine)
+
+    def workflows(self, *, since: float | None = None) -> dict[str, Any]:
+        """Every workflow and task name with its figures since *since* (default: a
+        week) and its runs per hour over the last day (`_overview.workflows`)."""
+        return _overview.workflows(self.engine, since=since)
 
     def check(self, *, limit: int | None = None) -> list[dict[str, Any]]:
         """Replay every unfinished run's history against the code registered in this

@@ -1,61 +1,101 @@
-"""Statistics over outcomes: per workflow and per task, how many, how well, how long."""
+"""Statistics per workflow and per task, summed from the database's tallies.
+
+The backend counts outcomes as they happen (`durable.core.tallies`); a figure here is
+a sum over a few thousand tallies, so it costs the same at a thousand runs and at a
+million. Windows are whole hours: ``since`` is taken back to the start of its hour,
+and "the last day" is the 24 hours from the start of the hour a day ago; percentiles,
+whose bins are tallied per day, are over whole days (UTC) from the start of since's.
+"""
 
 from __future__ import annotations
 
-import math
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from durable.core.records import Outcome
+from durable.backends import Backend
+from durable.core.tallies import BINNED, FAILURES, HOUR, OPEN, RETRIED, Tally, percentile
 
 from ._values import iso
 
 #: "Failures recently" means in the last day.
 RECENT = 24 * 3600.0
 _SUCCESS = "completed"
-#: A run that reached its deadline did not do its job either: it counts as a failure.
-_FAILURE = ("failed", "dead", "timed_out")
+#: What counts as a failure here: an outcome that did not do its job, and an attempt
+#: an operator's retry erased (all of them were failures).
+_FAILED = (*FAILURES, RETRIED)
 
 
-def stats(outcomes: Iterable[Outcome], *, now: float) -> list[dict[str, Any]]:
-    """One Stat per name, sorted by name."""
-    by_name: dict[str, list[Outcome]] = {}
-    for outcome in outcomes:
-        by_name.setdefault(outcome.name, []).append(outcome)
-    return [stat(name, found, now=now) for name, found in sorted(by_name.items())]
+def stats(
+    backend: Backend,
+    *,
+    since: float,
+    now: float,
+    kind: str | None = None,
+    name: str | None = None,
+    workflow: str | None = None,
+) -> list[dict[str, Any]]:
+    """One Stat per (kind, name) of the tallies that pass the filters, sorted by kind
+    (workflows first) then name; each has its ``kind`` (``"workflow"`` or ``"task"``)."""
+    chosen: dict[str, Any] = {"kind": kind, "name": name, "workflow": workflow}
+    found = backend.tallies(HOUR, since, **chosen, by_bucket=False, by_bin=False)
+    binned = backend.tallies(BINNED, since, **chosen, by_bucket=False)
+    recent = backend.tallies(HOUR, now - RECENT, **chosen, by_bucket=False, by_bin=False)
+    failing: dict[tuple[str, str], int] = defaultdict(int)
+    for tally in recent:
+        if tally.status in _FAILED:
+            failing[tally.kind, tally.name] += tally.count
+    grouped: dict[tuple[str, str], list[Tally]] = defaultdict(list)
+    for tally in found:
+        grouped[tally.kind, tally.name].append(tally)
+    bins: dict[tuple[str, str], list[Tally]] = defaultdict(list)
+    for tally in binned:
+        if tally.bin >= 0:
+            bins[tally.kind, tally.name].append(tally)
+    return [
+        {
+            "kind": "workflow" if of == "run" else "task",
+            **stat(called, grouped[of, called], bins[of, called]),
+            "failures_24h": failing[of, called],
+        }
+        for of, called in sorted(grouped, key=lambda key: (key[0] != "run", key[1]))
+    ]
 
 
-def stat(name: str, outcomes: Sequence[Outcome], *, now: float) -> dict[str, Any]:
-    """Runs, success % (of the attempts that completed or failed, died or timed out;
-    cancelled ones are neither, and so are runs that continued as new: each link of a
-    chain is a run, and the chain's outcome is its last one's), average and
-    95th-percentile duration, and failures in the last day.
+def stat(name: str, tallies: Iterable[Tally], bins: Iterable[Tally] = ()) -> dict[str, Any]:
+    """Runs (or calls), how many completed and failed (failed, dead or timed out),
+    success % (of those that completed or failed; cancelled ones are neither, nor
+    are runs that continued as new), average, p50 and p95 duration (bin bounds, see
+    `durable.core.tallies`) and the last failure, of one name's tallies (*bins*:
+    its tallies split by duration bin, for the percentiles; by default *tallies*).
 
-    An attempt an operator's retry erased (``retried``) counts as the failure it was,
-    in every figure but ``runs``, which counts runs (or calls), not attempts."""
-    completed = sum(1 for o in outcomes if o.status == _SUCCESS)
-    failures = [o for o in outcomes if o.status in _FAILURE]
-    durations = sorted(
-        o.finished_at - o.started_at
-        for o in outcomes
-        if o.started_at is not None and o.finished_at is not None
-    )
-    ended = completed + len(failures)
-    last_failure = max((o.finished_at or 0.0 for o in failures), default=None)
+    An attempt an operator's retry erased counts as the failure it was, in every
+    figure but ``runs``, which counts runs (or calls), not attempts."""
+    tallies = list(tallies)
+    binned = [t for t in (bins or tallies) if t.bin >= 0]
+    completed = sum(t.count for t in tallies if t.status == _SUCCESS)
+    failed = sum(t.count for t in tallies if t.status in _FAILED)
+    timed = [t for t in tallies if t.status != OPEN]  # ended: each has a duration
+    durations = sum(t.count for t in timed)
+    histogram = _histogram(binned)
+    ended = completed + failed
+    last = [t.last for t in tallies if t.status in _FAILED and t.last is not None]
     return {
         "name": name,
-        "runs": sum(1 for o in outcomes if not o.retried),
+        "runs": sum(t.count for t in tallies if t.status != RETRIED),
         "completed": completed,
-        "failed": len(failures),
+        "failed": failed,
         "success": round(100.0 * completed / ended, 2) if ended else None,
-        "avg_duration": round(sum(durations) / len(durations), 6) if durations else None,
-        "p95_duration": round(_percentile(durations, 0.95), 6) if durations else None,
-        "failures_24h": sum(1 for o in failures if (o.finished_at or 0.0) >= now - RECENT),
-        "last_failure_at": iso(last_failure) if failures else None,
+        "avg_duration": round(sum(t.seconds for t in timed) / durations, 6) if durations else None,
+        "p50_duration": percentile(histogram, 0.5),
+        "p95_duration": percentile(histogram, 0.95),
+        "failures_24h": 0,
+        "last_failure_at": iso(max(last)) if last else None,
     }
 
 
-def _percentile(ordered: Sequence[float], fraction: float) -> float:
-    """The nearest-rank percentile of an ascending sequence."""
-    rank = max(1, math.ceil(fraction * len(ordered)))
-    return ordered[rank - 1]
+def _histogram(tallies: Sequence[Tally]) -> list[tuple[int, int]]:
+    counts: dict[int, int] = defaultdict(int)
+    for tally in tallies:
+        counts[tally.bin] += tally.count
+    return list(counts.items())

@@ -41,6 +41,8 @@ class Api:
             route("GET", "/api/v1/openapi.json", self.openapi, shared=False),
             route("GET", "/api/v1/stats", self.stats),
             route("GET", "/api/v1/tasks/{name}/stats", self.task_stats),
+            route("GET", "/api/v1/overview", self.overview),
+            route("GET", "/api/v1/workflows", self.workflows),
             route("GET", "/api/v1/runs", self.list_runs),
             route("POST", "/api/v1/runs", self.start),
             route("GET", "/api/v1/runs/{id}/history", self.history),
@@ -141,6 +143,14 @@ class Api:
         """The statistics of one task name across runs."""
         since = inputs.moment(request, "since")
         return Response.json(self.ops.task_stats(params["name"], since=since))
+
+    def overview(self, request: Request, principal: Principal, params: Params) -> Response:
+        """The dashboard's landing page: counts, charts, figures, queues, schedules."""
+        return Response.json(self.ops.overview())
+
+    def workflows(self, request: Request, principal: Principal, params: Params) -> Response:
+        """Every workflow and task name with its figures and a sparkline."""
+        return Response.json(self.ops.workflows(since=inputs.moment(request, "since")))
 
     def start(self, request: Request, principal: Principal, params: Params) -> Response:
         """Start a run of a workflow registered in this process: 201 and its summary."""

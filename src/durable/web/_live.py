@@ -11,10 +11,13 @@ How a change is noticed, while at least one client is connected (no thread other
 - SQLite: the database file and its ``-wal`` file are looked at (``stat``) every
   `STEP` seconds; a commit changes the WAL's size or time. No statement is run.
 - PostgreSQL: the backend's LISTEN connection (`backend.watch`), which hears runs
-  created, claimed back, woken, finished, cancelled... by any process at once; since a
-  recorded step sends no notification, the version also moves every `SAFETY` seconds
-  (the old polling interval, now paid once per process instead of once per tab).
-- Any other backend (memory): its watch, and the same `SAFETY` tick.
+  created, claimed back, woken, finished, cancelled... by any process at once.
+- Any other backend (memory): its watch.
+
+On every backend the version also moves every `SAFETY` seconds without news: a
+recorded step sends no notification on PostgreSQL, and time moves on its own (the
+overview's last hour slides, a queued run's age grows). That is the old polling
+interval, now paid once per process instead of once per tab.
 
 A POST or DELETE through the app moves the version too (`bump`), so the page that
 asked for a change sees it at once. Versions coalesce: at most one per `MIN_GAP`
@@ -165,7 +168,8 @@ class LiveHub:
                     heard = watch.wait(STEP) or time.monotonic() - last >= SAFETY
                 elif files:  # looked at first: a commit during MIN_GAP shows at once
                     fresh = _stamp(files)
-                    heard, stamp = fresh != stamp, fresh
+                    heard = fresh != stamp or time.monotonic() - last >= SAFETY
+                    stamp = fresh
                     if not heard:
                         self._condition_wait(STEP)
                 else:

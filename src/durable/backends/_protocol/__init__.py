@@ -1,6 +1,6 @@
 """The storage seam: what durable needs from a database, in domain terms.
 
-`Backend` is what a backend implements: nine roles, each a Protocol of its own, plus
+`Backend` is what a backend implements: ten roles, each a Protocol of its own, plus
 `close`. The roles split the contracts by concern, for reading and for code that
 needs only one of them:
 
@@ -12,7 +12,8 @@ needs only one of them:
 * `ScheduleStore` (schedules.py): schedules stored, found due, and advanced;
 * `QueueStore` (queues.py): the limits queues declare, and how queues are used;
 * `AttributeStore` (attributes.py): what runs are searched by;
-* `StreamStore` (streams.py): values a run writes for live readers.
+* `StreamStore` (streams.py): values a run writes for live readers;
+* `TallyStore` (tallies.py): statistics counted as outcomes happen.
 
 Every method is atomic. Payloads arrive and leave as opaque bytes. Times are seconds
 since the epoch on the backend's own clock (the database clock on PostgreSQL), which is
@@ -32,6 +33,7 @@ from .queues import QueueStore, QueueUsage
 from .runs import RunStore
 from .schedules import ScheduleStore
 from .streams import StreamStore
+from .tallies import TallyStore
 from .waits import TIMERS, WaitStore, Watch
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "RunStore",
     "ScheduleStore",
     "StreamStore",
+    "TallyStore",
     "WaitStore",
     "Watch",
 ]
@@ -61,6 +64,7 @@ class Backend(
     QueueStore,
     AttributeStore,
     StreamStore,
+    TallyStore,
     Protocol,
 ):
     """Where runs and their histories live: every role of the storage seam."""

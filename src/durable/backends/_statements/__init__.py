@@ -5,7 +5,7 @@ time the backend (`durable.backends.sql`) sends the compiled text straight to th
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
 serve, one module each: runs.py, continuing.py, history.py, waits.py, inspection.py,
-control.py, schedules.py, queues.py, attributes.py and streams.py, on the shared pieces
+control.py, schedules.py, queues.py, attributes.py, streams.py and tallies.py, on the shared pieces
 of base.py. Every write is a single statement, so each is its own short transaction
 (but a stream's, see streams.py):
 
@@ -29,6 +29,7 @@ from .queues import QueueStatements
 from .runs import RunStatements
 from .schedules import ScheduleStatements
 from .streams import StreamStatements
+from .tallies import TallyStatements
 from .waits import WaitStatements
 
 
@@ -43,6 +44,7 @@ class Queries(
     QueueStatements,
     AttributeStatements,
     StreamStatements,
+    TallyStatements,
 ):
     """Every statement the backend runs, compiled for one dialect: one attribute each."""
 
@@ -58,3 +60,4 @@ class Queries(
         self._define_queues()
         self._define_attributes()
         self._define_streams()
+        self._define_tallies()

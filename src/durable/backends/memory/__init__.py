@@ -6,7 +6,8 @@ drive lease expiry in tests. The class is assembled from one mixin per role of t
 storage seam: runs and leases (_runs.py), the hand-over of continue-as-new
 (_continuing.py), histories (_history.py), waits (_waits.py),
 cancelling and pausing (_control.py), schedules (_schedules.py), queue limits
-(_queues.py), streams (_streams.py) and the operator's side (_inspection.py), on the
+(_queues.py), streams (_streams.py), tallies (_tallies.py) and the operator's side
+(_inspection.py), on the
 shared state of _base.py.
 """
 
@@ -27,6 +28,7 @@ from ._queues import MemoryQueues
 from ._runs import MemoryRuns
 from ._schedules import MemorySchedules
 from ._streams import MemoryStreams
+from ._tallies import MemoryTallies
 from ._waits import MemoryWaits
 
 __all__ = ["MemoryBackend"]
@@ -43,6 +45,7 @@ class MemoryBackend(
     MemoryQueues,
     MemoryAttributes,
     MemoryStreams,
+    MemoryTallies,
 ):
     """An in-process backend for tests and demos. Nothing survives the process."""
 

@@ -4,8 +4,8 @@ The class is assembled from one mixin per role of the storage seam: runs and lea
 (_runs.py, and their writes of many rows at once in _many.py), the hand-over of
 continue-as-new (_continuing.py), histories
 (_history.py), waits (_waits.py), cancelling and pausing (_control.py), schedules
-(_schedules.py), queue limits (_queues.py), streams (_streams.py) and the operator's
-side (_inspection.py), on
+(_schedules.py), queue limits (_queues.py), streams (_streams.py), tallies
+(_tallies.py) and the operator's side (_inspection.py), on
 the shared plumbing of _base.py. This module opens the database:
 it reads the URL, picks the dialect, compiles the statements (`_statements`, once per
 dialect), sets up the connections (`_connections.py`) and group commit (`_group.py`),
@@ -51,6 +51,7 @@ from ._queues import SQLQueues
 from ._runs import SQLRuns
 from ._schedules import SQLSchedules
 from ._streams import SQLStreams
+from ._tallies import SQLTallies
 from ._waits import SQLWaits
 
 __all__ = ["SQLBackend"]
@@ -69,6 +70,7 @@ class SQLBackend(
     SQLQueues,
     SQLAttributes,
     SQLStreams,
+    SQLTallies,
 ):
     """A backend on SQLite or PostgreSQL.
 
