@@ -14,7 +14,7 @@ import pytest
 import durable
 from durable.web._http import HTTPError
 from tests.browser import dashboard_app as wf
-from tests.browser.conftest import Dashboard, Page
+from tests.browser.conftest import Dashboard, Page, eventually
 
 pytestmark = pytest.mark.browser
 
@@ -51,6 +51,11 @@ def test_a_run_finishing_elsewhere_shows_within_two_seconds(
     )
     assert time.monotonic() - finished < 2.0
     assert page.js(f"return {MARKER};") == "still here", "the page was reloaded"
+    page.find("#live").click()  # Paused: the stream is closed, the server stops watching
+    page.wait_js("document.querySelector('#live').dataset.stream === 'down'", "closed")
+    eventually(lambda: not dashboard.app.live.watching, "the server to stop watching")
+    page.find("#live").click()
+    page.wait_js("document.querySelector('#live').dataset.stream === 'up'", "the stream again")
 
 
 def test_the_page_polls_when_the_stream_fails(page: Page, dashboard: Dashboard) -> None:
