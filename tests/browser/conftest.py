@@ -179,7 +179,7 @@ class Page:
         eventually(lambda: "token=" not in self.driver.current_url, "the token redirect")
 
     def open(self, fragment: str) -> None:
-        """Load the dashboard at *fragment* ("#/", "#/runs/<encoded id>") from scratch."""
+        """Load the dashboard at *fragment* ("#/", "#/runs", "#/runs/<encoded id>") from scratch."""
         self.driver.get(f"{self.board.url}/{fragment}")
         self.wait_js("document.querySelector('#view .page') !== null", "the page to render")
 

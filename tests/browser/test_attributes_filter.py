@@ -27,7 +27,7 @@ def test_runs_list_filters_by_attributes_and_the_run_page_shows_them(
         ("attr-us", {"customer": "c-42", "region": "us"}),
     ):
         engine.dispatch_call(wf.fulfil.bind(run_id), run_id=run_id, attributes=attributes)
-    page.open("#/")
+    page.open("#/runs")
     page.wait_js(f"{ROWS}.some(tr => tr.dataset.key === 'attr-us')", "the runs")
     field = "#filters input[name=attr]"
     page.find(field).send_keys("customer=c-42")

@@ -46,7 +46,7 @@ def assert_box(page: Page, node_id: str, state: str, kind: str | None = None) ->
 
 def test_runs_list_shows_every_run_with_its_status(page: Page, dashboard: Dashboard) -> None:
     """The home page lists the runs with status chips and links; filters narrow it."""
-    page.open("#/")
+    page.open("#/runs")
     expected = {run_id: state for state, run_id in dashboard.ids.items()}
     page.wait_js(
         f"{len(expected)} <= document.querySelectorAll('#runs-body tr').length", "the runs"
@@ -79,7 +79,7 @@ def test_runs_list_shows_and_filters_by_version(page: Page, dashboard: Dashboard
     # Shares the dashboard's backend, so it is not closed here (that would close both).
     stamped = durable.Engine(backend=dashboard.engine.backend, lease=5.0, version="v7")
     stamped.execute_call(wf.fulfil.bind("o-v7"), run_id="order-v7")
-    page.open("#/")
+    page.open("#/runs")
     rows = "Array.from(document.querySelectorAll('#runs-body tr'))"
     page.wait_js(f"{rows}.some(tr => tr.dataset.key === 'order-v7')", "the v7 run")
     assert (
@@ -265,7 +265,7 @@ def test_a_timed_out_run_has_its_own_colour(page: Page, dashboard: Dashboard) ->
 
     from selenium.webdriver.support.ui import Select
 
-    page.open("#/")
+    page.open("#/runs")
     Select(page.find("#filters select[name=status]")).select_by_visible_text("timed_out")
     page.wait_js(
         "(rows => rows.length > 0 && rows.every(tr => tr.dataset.status === 'timed_out'))"
@@ -353,7 +353,7 @@ def test_markup_in_ids_and_payloads_renders_as_text(page: Page, dashboard: Dashb
     markup = "<img src=x onerror=alert(1)>"
     run_id = f"xss-{markup}"
     durable.execute(wf.echo, markup, id=run_id)
-    page.open("#/")
+    page.open("#/runs")
     page.find("#filters input[name=search]").send_keys("xss-")
     page.wait_js("document.querySelectorAll('#runs-body tr').length === 1", "the search")
     assert page.text("#runs-body a") == run_id

@@ -23,7 +23,7 @@ MARKER = "window.__liveMarker"
 
 def open_runs(page: Page) -> None:
     """Open the runs page and mark the window: a reload or navigation would lose it."""
-    page.open("#/")
+    page.open("#/runs")
     page.js(f"{MARKER} = 'still here';")
 
 

@@ -81,7 +81,7 @@ def test_dashboard_mounted_in_fastapi_under_a_prefix(
     [cookie] = [c for c in driver.get_cookies() if c["name"].startswith("durable_session")]
     assert cookie["path"] == PREFIX and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
 
-    page.open("#/")
+    page.open("#/runs")
     page.wait_js("document.querySelector('#runs-body').textContent.includes('mounted-ok')", "runs")
     page.open_run("mounted-ok")
     assert page.text("#run-status") == "completed"

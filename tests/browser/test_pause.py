@@ -110,7 +110,7 @@ def test_the_runs_list_filters_paused_runs(page: Page, dashboard: Dashboard) -> 
 
     run_id = dashboard.waiting_run("order-listed-paused")
     durable.pause(run_id)
-    page.open("#/")
+    page.open("#/runs")
     Select(page.find("#filters select[name=status]")).select_by_visible_text("paused")
     page.wait_js(
         "document.querySelectorAll('#runs-body tr').length > 0 &&"

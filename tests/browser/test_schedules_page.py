@@ -82,7 +82,7 @@ def state_is(page: Page, selector: str, state: str) -> None:
 
 def test_the_nav_link_opens_the_schedules_page(page: Page, dashboard: Dashboard) -> None:
     make(dashboard, "page-nav")
-    page.open("#/")
+    page.open("#/runs")
     assert page.find("#nav-runs").get_attribute("aria-current") == "page"
     page.find("#nav-schedules").click()
     selector = row(page, "page-nav")

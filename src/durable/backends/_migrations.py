@@ -35,6 +35,7 @@ from ._schema import (
     run_attributes,
     runs,
     schedules,
+    status_created_index,
     streams,
     workflow_index,
 )
@@ -156,7 +157,9 @@ def _v15_to_v16(dialect: sa.Dialect, execute: Execute) -> None:
 
 def _v16_to_v17(dialect: sa.Dialect, execute: Execute) -> None:
     """Tallies: outcomes counted by triggers, for statistics at a million runs; the
-    runs and task calls already there are counted once."""
+    runs and task calls already there are counted once. And an index of runs by status
+    and creation, for the pages of an operations console."""
+    execute(str(CreateIndex(status_created_index, if_not_exists=True).compile(dialect=dialect)))
     create_tallies(dialect, execute)
     backfill(dialect, execute)
 

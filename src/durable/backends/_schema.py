@@ -320,6 +320,11 @@ heartbeating_index = sa.Index(
     postgresql_where=_HEARTBEATING,
 )
 
+# Version 17: a status's runs, newest first (the runs list filtered by status), and
+# the queued runs' queues and ages (the queues page), from the index alone.
+status_created_index = sa.Index(
+    "durable_runs_status_created", runs.c.status, runs.c.created_at, runs.c.queue
+)
 # Version 4: listing a workflow's runs, newest first (the dashboard, `durable ls`).
 workflow_index = sa.Index("durable_runs_workflow", runs.c.workflow, runs.c.created_at)
 # Version 4: a run's events, for `WaitStore.events` and purging.

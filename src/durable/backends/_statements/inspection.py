@@ -26,7 +26,12 @@ def query_values(query: RunQuery) -> dict[str, Any]:
     """The parameters of a `RunQuery`, named as `RunListings.listing` binds them."""
     values: dict[str, Any] = {
         "workflow": query.workflow,
-        "statuses": [status.value for status in query.statuses] or None,
+        # One status is an equality: the (status, created_at) index then lists its runs
+        # newest first without sorting them (a list of them is sorted).
+        "status": query.statuses[0].value if len(query.statuses) == 1 else None,
+        "statuses": [status.value for status in query.statuses]
+        if len(query.statuses) > 1
+        else None,
         "queue": query.queue,
         "since": query.since,
         "until": query.until,
@@ -269,6 +274,8 @@ class RunListings:
         where: list[Any] = []
         if "workflow" in values:
             where.append(r.workflow == sa.bindparam("workflow", type_=sa.Text))
+        if "status" in values:
+            where.append(r.status == sa.bindparam("status", type_=sa.Text))
         if "statuses" in values:
             where.append(self._compiler._in_names(r.status, "statuses"))
         if "queue" in values:

