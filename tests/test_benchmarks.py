@@ -286,6 +286,17 @@ def test_streams_benchmark_quick(tmp_path: Path) -> None:
         assert 0 < line["ms_reader_latency_p50"] <= line["ms_reader_latency_p90"]
 
 
+def test_live_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/live.py --quick prints statements a second with 1 and 20 live tabs
+    (and polling ones), per backend; 20 live tabs cost what one does."""
+    for line in run_quick("live.py", "sqlite", tmp_path):
+        assert line["statements_per_s_live_1_tab"] > 0
+        assert line["requests_per_s_live_20_tabs"] > line["requests_per_s_live_1_tab"]
+        assert line["versions_per_s_live_20_tabs"] > 0
+        assert "statements_per_s_polling_20_tabs" in line
+        assert line["meets_target"], line
+
+
 def test_tallies_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/tallies.py --quick times steps with the tallies' triggers and without
     (dropped: a database without them still runs workflows)."""

@@ -99,6 +99,8 @@ class Dashboard:
     token: str
     engine: durable.Engine
     ids: dict[str, str] = field(default_factory=dict)
+    #: the served app (`durable.web.WebApp`), with its own engine
+    app: Any = None
 
     def status(self, run_id: str) -> str:
         return str(self.engine.reread(run_id).status)
@@ -138,7 +140,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     server = serve(app, host="127.0.0.1", port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    board = Dashboard(f"http://127.0.0.1:{server.server_port}", app.token, engine)
+    board = Dashboard(f"http://127.0.0.1:{server.server_port}", app.token, engine, app=app)
     try:
         board.ids["completed"] = "order-ok"
         durable.execute(wf.fulfil, "o-1", id="order-ok")

@@ -141,6 +141,7 @@ def test_a_read_only_dashboard_offers_neither(page: Page, dashboard: Dashboard) 
         status_is(viewer, "paused")
         assert not shown(viewer, "resume")
     finally:
+        page.driver.get("about:blank")  # leave first: a refresh cut short is an error
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

@@ -188,6 +188,7 @@ def test_a_read_only_dashboard_offers_no_buttons(page: Page, dashboard: Dashboar
         state_is(viewer, selector, "paused")  # the page follows (polling)
         assert buttons(viewer, selector) == {"pause": False, "resume": False, "trigger": False}
     finally:
+        page.driver.get("about:blank")  # leave first: a refresh cut short is an error
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

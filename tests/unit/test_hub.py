@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from durable.backends._hub import MAX_TOPICS, Hub
+from durable.backends._hub import ANY, MAX_TOPICS, Hub
 
 
 def test_the_hub_forgets_old_topics() -> None:
@@ -52,3 +52,18 @@ def test_a_poke_ends_one_wait() -> None:
     assert watch.wait(0), "a poke made before the wait ends it"
     assert not watch.wait(0), "and is spent by it"
     assert not other.wait(0), "another watch of the same topics is not poked"
+
+
+def test_a_watch_on_any_hears_every_topic() -> None:
+    """The ``*`` topic (the dashboard's live updates) moves with every notification and
+    with notify_all, and is never forgotten however many topics pass."""
+    hub = Hub()
+    watch = hub.watch([ANY])
+    assert not watch.wait(0)
+    hub.notify("run:one")
+    assert watch.wait(0) and not watch.wait(0)
+    hub.notify_all()
+    assert watch.wait(0)
+    for i in range(3 * MAX_TOPICS):
+        hub.notify(f"queue:{i}")
+    assert ANY in hub._versions and watch.wait(0)

@@ -155,3 +155,22 @@ def test_a_stream_through_django_is_streamed(
     assert 'data: {"offset":1,"value":"b"' in text and text.endswith(
         'event: end\ndata: {"ended":true}\n\n'
     )
+
+
+@pytest.mark.parametrize("url", ["sqlite"], indirect=True)
+def test_live_updates_through_django_are_streamed(
+    engine: durable.Engine, urlconf: types.ModuleType
+) -> None:
+    """api/v1/live through the include: a streaming response whose first pieces are the
+    retry line and the version; closing it (the client left) ends the watch."""
+    from django.test import Client
+
+    reply = Client().get(
+        f"{PREFIX}/api/v1/live", headers={"Authorization": f"Bearer {TOKEN}", "Host": "127.0.0.1"}
+    )
+    assert reply.status_code == 200 and reply.streaming
+    assert reply["Content-Type"] == "text/event-stream; charset=utf-8"
+    pieces = iter(reply.streaming_content)
+    assert next(pieces) == b"retry: 2000\n\n"
+    assert next(pieces).startswith(b'data: {"version":')
+    reply.close()

@@ -18,6 +18,9 @@ from collections.abc import Sequence
 
 #: The most recently notified topics a hub remembers (it may hold up to twice this).
 MAX_TOPICS = 10_000
+#: A topic notified with every other one: a watch on it hears any change (the
+#: dashboard's live updates, `durable.web._live`).
+ANY = "*"
 
 
 class Hub:
@@ -32,6 +35,7 @@ class Hub:
         """Mark *topic* changed and wake its waiters."""
         with self._condition:
             self._versions[topic] = self._versions.pop(topic, 0) + 1
+            self._versions[ANY] = self._versions.pop(ANY, 0) + 1
             if len(self._versions) > 2 * MAX_TOPICS:
                 self._forget_oldest()
             self._condition.notify_all()

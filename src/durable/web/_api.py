@@ -36,9 +36,9 @@ class Api:
         """Every endpoint, suffixed paths before the bare ``runs/{id}`` and
         ``schedules/{id}``; the flows' endpoints come from `FlowApi`."""
         return [
-            route("GET", "/api/v1/health", self.health),
-            route("GET", "/api/v1/session", self.session),
-            route("GET", "/api/v1/openapi.json", self.openapi),
+            route("GET", "/api/v1/health", self.health, shared=False),
+            route("GET", "/api/v1/session", self.session, shared=False),
+            route("GET", "/api/v1/openapi.json", self.openapi, shared=False),
             route("GET", "/api/v1/stats", self.stats),
             route("GET", "/api/v1/tasks/{name}/stats", self.task_stats),
             route("GET", "/api/v1/overview", self.overview),

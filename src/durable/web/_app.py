@@ -9,6 +9,7 @@ works under any prefix.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import logging
 import re
@@ -21,10 +22,12 @@ from durable.ops import Operations, OpsError
 from durable.runtime.engine import Engine
 
 from ._api import Api
+from ._cache import ResponseCache
 from ._http import HTTPError, Request, Response, not_modified, path_param
 from ._inputs import path_params
+from ._live import Live, LiveHub
 from ._metrics import metrics_response
-from ._routes import Route
+from ._routes import Handler, Params, Route
 from ._security import SECURITY_HEADERS, Guard, Principal, unauthorized_page
 from ._streams import Streams
 
@@ -77,7 +80,14 @@ class WebApp:
             read_only=read_only,
             allowed_hosts=tuple(allowed_hosts),
         )
-        self._routes: list[Route] = [*Streams(ops).routes(), *Api(ops, self.guard).routes()]
+        #: changes noticed once per process, for every live page (`_live`)
+        self.live = LiveHub(lambda: ops.engine.backend)
+        self._cache = ResponseCache(self.live)
+        self._routes: list[Route] = [
+            *Live(self.live).routes(),
+            *Streams(ops).routes(),
+            *Api(ops, self.guard).routes(),
+        ]
         self._owned = owned
 
     def allow_host(self, host: str) -> None:
@@ -85,7 +95,9 @@ class WebApp:
         self.guard.allow_host(host)
 
     def close(self) -> None:
-        """Close the engine the app opened from a URL (an engine passed in is the caller's)."""
+        """End the live streams; close the engine the app opened from a URL (an engine
+        passed in is the caller's)."""
+        self.live.close()
         if self._owned is not None:
             self._owned.close()
 
@@ -162,7 +174,15 @@ class WebApp:
                 if method in WRITES:
                     self.guard.check_write(request, principal)
                 params = {name: path_param(value) for name, value in match.groupdict().items()}
-                return candidate.handler(request, principal, path_params(request.path, params))
+                params = path_params(request.path, params)
+                handler = candidate.handler
+                if method == "GET" and candidate.shared:  # authorised above; same for all
+                    compute = functools.partial(_call, handler, principal, params)
+                    return self._cache.answer(request, compute)
+                response = handler(request, principal, params)
+                if method in WRITES:
+                    self.live.bump()  # the page that asked sees its change at once
+                return response
             allowed.append(candidate.method)
         if allowed:
             raise HTTPError(
@@ -186,6 +206,10 @@ class WebApp:
         response = Response(200, [("Content-Type", content_type), ("Cache-Control", "no-cache")])
         response.body = body
         return not_modified(request, response)
+
+
+def _call(handler: Handler, principal: Principal, params: Params, request: Request) -> Response:
+    return handler(request, principal, params)
 
 
 def _allow(*methods: str) -> list[tuple[str, str]]:

@@ -155,12 +155,18 @@ def not_modified(request: Request, response: Response) -> Response:
     """Add an ETag to *response*; answer 304 instead if the client already has it."""
     tag = etag_of(response.body)
     response.headers.append(("ETag", tag))
-    wanted = request.header("If-None-Match")
-    if wanted is not None:
-        tags = {t.strip().removeprefix("W/") for t in wanted.split(",")}
-        if tag in tags or "*" in tags:
-            return Response(304, [("ETag", tag)])
+    if unchanged(request, tag):
+        return Response(304, [("ETag", tag)])
     return response
+
+
+def unchanged(request: Request, tag: str) -> bool:
+    """Whether the client's ``If-None-Match`` names *tag* (or ``*``)."""
+    wanted = request.header("If-None-Match")
+    if wanted is None:
+        return False
+    tags = {t.strip().removeprefix("W/") for t in wanted.split(",")}
+    return tag in tags or "*" in tags
 
 
 def path_param(value: str) -> str:

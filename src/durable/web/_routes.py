@@ -21,13 +21,18 @@ class Route:
     method: str
     pattern: re.Pattern[str]
     handler: Handler
+    #: a GET whose answer is the same for every principal and may be shared between
+    #: clients while live updates run (`_cache`); False for a stream or a per-session
+    #: answer.
+    shared: bool = True
 
 
-def route(method: str, template: str, handler: Handler) -> Route:
+def route(method: str, template: str, handler: Handler, *, shared: bool = True) -> Route:
     """A route for *template*; ``{name}`` matches any text, slashes included (run ids
-    may hold them), so templates with a suffix must come before the bare one."""
+    may hold them), so templates with a suffix must come before the bare one. *shared*:
+    see `Route.shared`."""
     parts = re.split(r"\{(\w+)\}", template)  # literal, name, literal, name, ...
     pattern = "".join(
         f"(?P<{part}>.+)" if index % 2 else re.escape(part) for index, part in enumerate(parts)
     )
-    return Route(method, re.compile(pattern + "$"), handler)
+    return Route(method, re.compile(pattern + "$"), handler, shared)

@@ -53,7 +53,7 @@ class Streams:
     def routes(self) -> list[Route]:
         """The endpoints, to come before the bare ``runs/{id}``."""
         return [
-            route("GET", "/api/v1/runs/{id}/streams/{name}", self.events),
+            route("GET", "/api/v1/runs/{id}/streams/{name}", self.events, shared=False),
             route("GET", "/api/v1/runs/{id}/streams", self.list),
         ]
 

@@ -9,13 +9,15 @@
 
    This module starts the page: it reads the session, routes #/ (the overview),
    #/runs[?filters], #/runs/<id>, #/workflows, #/schedules, #/queues, #/flows and
-   #/flows/<id>[?task=<name>] to their pages, and polls the current page while the tab
-   is visible and Live is on. An older #/?filters link (the runs list was once #/) is
-   redirected to #/runs?filters. */
+   #/flows/<id>[?task=<name>] to their pages, and keeps the current page fresh while
+   the tab is visible and Live is on: refreshed at each change the server's live stream
+   announces (live.js), or polled every REFRESH_MS while that stream is down. An older
+   #/?filters link (the runs list was once #/) is redirected to #/runs?filters. */
 
 import { $, clearNotice, formatTime, notice } from "./dom.js";
 import { getJSON, session } from "./http.js";
 import { flowPage, flowsPage } from "./flow.js";
+import { liveStream } from "./live.js";
 import { overviewPage } from "./overview.js";
 import { closePanel, startPanel } from "./panel.js";
 import { queuesPage } from "./queues.js";
@@ -26,10 +28,11 @@ import { workflowsPage } from "./workflows.js";
 
 const REFRESH_MS = 5000;
 
-const poller = { live: true, timer: 0, inflight: null, again: false, page: null };
+const poller = { live: true, streaming: false, timer: 0, inflight: null, again: false,
+  page: null };
 
 /* Refresh the current page now (once, however often asked meanwhile), then again
-   every REFRESH_MS while live and visible. */
+   every REFRESH_MS while live and visible, unless the live stream is up. */
 function refreshNow() {
   clearTimeout(poller.timer);
   if (poller.inflight) {
@@ -56,16 +59,35 @@ function refreshNow() {
 
 function schedule() {
   clearTimeout(poller.timer);
-  if (poller.live && !document.hidden) poller.timer = setTimeout(refreshNow, REFRESH_MS);
+  if (poller.live && !document.hidden && !poller.streaming) {
+    poller.timer = setTimeout(refreshNow, REFRESH_MS);
+  }
 }
+
+/* The stream refreshes at each change; while it is down, the timer polls. */
+const stream = liveStream(() => {
+  if (poller.page) refreshNow();
+}, (up) => {
+  poller.streaming = up;
+  const button = $("live");
+  button.setAttribute("data-stream", up ? "up" : "down");
+  button.setAttribute("title", up ? "Refreshed at each change in the database"
+    : "Refreshed every few seconds while this tab is visible");
+  schedule();
+});
 
 function setLive(live) {
   poller.live = live;
   const button = $("live");
   button.setAttribute("aria-pressed", String(live));
   button.textContent = live ? "Live" : "Paused";
-  if (live) refreshNow();
-  else clearTimeout(poller.timer);
+  if (live) {
+    stream.open();
+    refreshNow();
+  } else {
+    stream.close();
+    clearTimeout(poller.timer);
+  }
 }
 
 /* The flow and task of a #/flows/<id>[?task=<name>] link (a human task's notification
@@ -132,8 +154,13 @@ function route() {
 async function start() {
   $("live").addEventListener("click", () => setLive(!poller.live));
   document.addEventListener("visibilitychange", () => {
-    if (document.hidden) clearTimeout(poller.timer);
-    else if (poller.live) refreshNow();
+    if (document.hidden) {
+      clearTimeout(poller.timer);
+      stream.close();
+    } else if (poller.live) {
+      stream.open();
+      refreshNow();
+    }
   });
   window.addEventListener("hashchange", route);
   startPanel();
@@ -144,6 +171,7 @@ async function start() {
     notice(error.message, "error"); // the pages still try, and say what is wrong
   }
   route();
+  if (poller.live && !document.hidden) stream.open();
 }
 
 start();
