@@ -7,7 +7,8 @@ completed, 5 % failed, 5 % queued. They are made by bulk inserts (one INSERT ...
 SELECT per table, this script's own SQL), not one workflow at a time; the database's
 triggers tally them as they go (a version without tallies simply has none). Then every
 read the CLI, the REST API and the dashboard make is timed through
-`durable.ops.Operations` (median and max of 20 calls, in ms):
+`durable.ops.Operations` (median and max of 20 calls, in ms; ``DURABLE_BENCH_REPEAT``
+changes the 20, for a version whose reads take seconds):
 
 * list_first_page: ``durable ls`` / the dashboard's runs list (50 newest).
 * list_failed, list_workflow: the same page filtered by status, by workflow.
@@ -214,8 +215,9 @@ def attribute_lookups(engine: durable.Engine, ops: Operations, total: int) -> di
 
 
 def timed(call: Callable[[], Any]) -> dict[str, float]:
+    repeat = int(os.environ.get("DURABLE_BENCH_REPEAT", REPEAT))
     samples = []
-    for _ in range(REPEAT):
+    for _ in range(repeat):
         began = time.perf_counter()
         call()
         samples.append((time.perf_counter() - began) * 1000)
