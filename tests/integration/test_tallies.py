@@ -10,6 +10,7 @@ tallied) as the bin of the nearest-rank value.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 import math
@@ -318,3 +319,33 @@ def test_stats_equal_the_reference(
     finally:
         writer.close()
         engine.close()  # its backend too: examples must not pile up connections
+
+
+@pytest.mark.parametrize(
+    "make_backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_the_database_bins_like_python_at_every_bound(make_backend: Callable[[], Backend]) -> None:
+    """Each bound, one microsecond below and above it, lands in the bin `bisect_left`
+    gives, in SQL as in Python (PostgreSQL's width_bucket, SQLite's bisecting CASE)."""
+    from durable.backends._tallies_schema import _Dialect
+    from durable.core.tallies import BOUNDS_US
+
+    backend = make_backend()
+    url = backend.url  # type: ignore[attr-defined]
+    if url.get_backend_name() == "postgresql":
+        url = url.set(drivername="postgresql+psycopg")
+    engine = sa.create_engine(url.render_as_string(hide_password=False))
+    try:
+        dialect = _Dialect(engine.dialect)
+        micros = sorted({m for b in BOUNDS_US for m in (b - 1, b, b + 1)} | {0, -5, 10**13})
+        found: dict[int, int] = {}
+        with engine.connect() as conn:
+            for start in range(0, len(micros), 200):  # SQLite: 500 terms a compound at most
+                values = " UNION ALL ".join(f"SELECT {m} AS m" for m in micros[start : start + 200])
+                query = f"SELECT v.m, {dialect._bin('v.m')} FROM ({values}) AS v"
+                found |= dict(conn.execute(sa.text(query)).fetchall())
+        last = len(BOUNDS_US) - 1
+        assert found == {m: min(bisect.bisect_left(BOUNDS_US, m), last) for m in micros}
+    finally:
+        engine.dispose()
+        backend.close()
