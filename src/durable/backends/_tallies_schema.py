@@ -128,24 +128,35 @@ class _Dialect:
     def _grains(grains: tuple[int, ...]) -> str:
         return "(" + " UNION ALL ".join(f"SELECT {grain} AS grain" for grain in grains) + ")"
 
+    def _values(
+        self, row: str, sign: int, *, at: str, kind: str, name: str, workflow: str,
+        status: str, timed: str, seconds: str,
+    ) -> list[str]:  # fmt: skip
+        """The columns of a tally row for trigger row *row* counted *sign* times:
+        bucketed at *at*, its duration *seconds* counted where *timed*."""
+        return [
+            "g.grain",
+            self.bucket(at, "g.grain"),
+            kind,
+            name,
+            workflow,
+            status,
+            self._binned(timed, seconds),
+            self.shard(),
+            str(sign),
+            f"CASE WHEN {timed} THEN {sign} * {seconds} ELSE 0 END",
+            f"CASE WHEN {timed} AND {sign} > 0 THEN {row}.finished_at END",
+        ]
+
     def run_rows(self, row: str, sign: int, source: str = "") -> str:
         """The SELECT of a run's tallies (every grain) for trigger row *row* (NEW or
         OLD), counted *sign* times; *source* joins a table that *row* names."""
         ended = f"({row}.status IN ({_TERMINAL}) AND {row}.finished_at IS NOT NULL)"
         seconds = f"({row}.finished_at - coalesce({row}.started_at, {row}.created_at))"
-        values = [
-            "g.grain",
-            self.bucket(f"{row}.created_at", "g.grain"),
-            "'run'",
-            f"{row}.workflow",
-            f"{row}.workflow",
-            _run_class(row),
-            self._binned(ended, seconds),
-            self.shard(),
-            str(sign),
-            f"CASE WHEN {ended} THEN {sign} * {seconds} ELSE 0 END",
-            f"CASE WHEN {ended} AND {sign} > 0 THEN {row}.finished_at END",
-        ]
+        values = self._values(
+            row, sign, at=f"{row}.created_at", kind="'run'", name=f"{row}.workflow",
+            workflow=f"{row}.workflow", status=_run_class(row), timed=ended, seconds=seconds,
+        )  # fmt: skip
         return self._select(values, f" FROM {self._grains(GRAINS)} AS g{source} WHERE 1 = 1")
 
     def task_rows(self, row: str, sign: int, source: str = "") -> str:
@@ -155,19 +166,11 @@ class _Dialect:
         timed = f"({row}.finished_at IS NOT NULL)"
         seconds = f"({row}.finished_at - {row}.started_at)"
         workflow = f"(SELECT r.workflow FROM durable_runs AS r WHERE r.id = {row}.run_id)"
-        values = [
-            "g.grain",
-            self.bucket(f"{row}.started_at", "g.grain"),
-            "'task'",
-            f"{row}.name",
-            f"coalesce({workflow}, '')",
-            f"{row}.status",
-            self._binned(timed, seconds),
-            self.shard(),
-            str(sign),
-            f"CASE WHEN {timed} THEN {sign} * {seconds} ELSE 0 END",
-            f"CASE WHEN {sign} > 0 THEN {row}.finished_at END",
-        ]
+        values = self._values(
+            row, sign, at=f"{row}.started_at", kind="'task'", name=f"{row}.name",
+            workflow=f"coalesce({workflow}, '')", status=f"{row}.status", timed=timed,
+            seconds=seconds,
+        )  # fmt: skip
         return self._select(
             values,
             f" FROM {self._grains(TASK_GRAINS)} AS g{source} WHERE {row}.kind = 'task' "
@@ -185,19 +188,10 @@ class _Dialect:
             at = f"(SELECT r.created_at FROM durable_runs AS r WHERE r.id = {row}.run_id)"
         else:
             at, grains = f"{row}.started_at", TASK_GRAINS
-        values = [
-            "g.grain",
-            self.bucket(at, "g.grain"),
-            f"'{kind}'",
-            f"{row}.name",
-            f"{row}.workflow",
-            f"'{status}'",
-            self._binned(timed, seconds),
-            self.shard(),
-            str(sign),
-            f"CASE WHEN {timed} THEN {sign} * {seconds} ELSE 0 END",
-            f"CASE WHEN {sign} > 0 THEN {row}.finished_at END",
-        ]
+        values = self._values(
+            row, sign, at=at, kind=f"'{kind}'", name=f"{row}.name", workflow=f"{row}.workflow",
+            status=f"'{status}'", timed=timed, seconds=seconds,
+        )  # fmt: skip
         return self._select(
             values,
             f" FROM {self._grains(grains)} AS g{source} WHERE {row}.kind = '{kind}' "
