@@ -75,7 +75,8 @@ class Database:
             return cursor.fetchall() if cursor.description else []
 
     def shape(self) -> dict[str, Any]:
-        """Columns (name, type, nullability, default) and index definitions, per table."""
+        """Columns (name, type, nullability, default) and index definitions, per table,
+        and the triggers' code (SQLite's triggers, PostgreSQL's trigger functions)."""
         if self.kind == "sqlite":
             tables = [
                 t for (t,) in self.execute("SELECT name FROM sqlite_master WHERE type='table'")
@@ -96,6 +97,10 @@ class Database:
                         "SELECT sql FROM sqlite_master WHERE type='index' AND sql IS NOT NULL"
                     )
                 ),
+                "triggers": sorted(
+                    sql
+                    for (sql,) in self.execute("SELECT sql FROM sqlite_master WHERE type='trigger'")
+                ),
             }
         columns = self.execute(
             "SELECT table_name, column_name, data_type, is_nullable, column_default "
@@ -108,9 +113,14 @@ class Database:
         for table, *rest in columns:
             per_table.setdefault(table, []).append(tuple(rest))
         schema = self.execute("SELECT current_schema()")[0][0]
+        functions = self.execute(
+            "SELECT p.proname, p.prosrc FROM pg_proc AS p JOIN pg_namespace AS n "
+            "ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"
+        )
         return {
             "columns": {t: sorted(c) for t, c in per_table.items()},
             "indexes": sorted(d.replace(f"{schema}.", "") for (d,) in indexes),
+            "triggers": sorted(tuple(f) for f in functions),
         }
 
 
@@ -242,6 +252,7 @@ def drop_tallies(db: Database) -> None:
     if db.kind == "sqlite":
         for name in TALLY_TRIGGERS:
             db.execute(f"DROP TRIGGER {name}")
+        db.execute("DROP TABLE durable_tally_bins")
     else:
         for name in TALLY_TRIGGERS:
             db.execute(f"DROP FUNCTION {name}() CASCADE")
@@ -291,3 +302,42 @@ def test_migrating_v16_counts_what_the_database_holds(two_databases: Any) -> Non
     finally:
         migrated.close()
         fresh.close()
+
+
+def test_migrating_v17_replaces_the_triggers(two_databases: Any) -> None:
+    """A version-17 database gets today's triggers (and SQLite its table of bounds): the
+    same shape as a new database, and runs and calls counted by them."""
+    old, new = two_databases
+    SQLBackend(old.url).close()
+    SQLBackend(new.url).close()
+    # Version 17's triggers, as far as this test cares: others than today's.
+    if old.kind == "sqlite":
+        old.execute("DROP TABLE durable_tally_bins")
+        for name in TALLY_TRIGGERS:
+            old.execute(f"DROP TRIGGER {name}")
+            old.execute(f"CREATE TRIGGER {name} AFTER DELETE ON durable_meta BEGIN SELECT 1; END")
+    else:
+        for name in TALLY_TRIGGERS:
+            old.execute(
+                f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql "
+                "AS $$ BEGIN RETURN NULL; END $$"
+            )
+    old.execute("UPDATE durable_meta SET value = '17' WHERE key = 'schema_version'")
+    assert old.shape() != new.shape()
+    migrated = SQLBackend(old.url)
+    try:
+        assert old.shape() == new.shape()
+        for statement in V16_ROWS[:2]:
+            old.execute(statement)
+        flows = {
+            t.status: t.count
+            for t in migrated.tallies(3600, 0.0, by_bucket=False, by_bin=False)
+            if t.name == "app.flow"
+        }
+        assert flows == {"completed": 1, "open": 1}
+        saves = migrated.tallies(86400, 0.0, name="app.save", by_bucket=False)
+        assert [(t.status, t.count, t.bin) for t in saves] == [
+            ("completed", 1, tallies.bin_of(1.25))
+        ]
+    finally:
+        migrated.close()

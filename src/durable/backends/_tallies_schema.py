@@ -1,4 +1,4 @@
-"""The tallies table and the triggers that keep it (schema version 17).
+"""The tallies table and the triggers that keep it (schema versions 17 and 18).
 
 `durable.core.tallies` says what is counted. The counting is done by triggers on
 ``durable_runs``, ``durable_history`` and ``durable_attempts``, so it happens in the
@@ -56,20 +56,18 @@ tallies = sa.Table(
 
 _KEY = "grain, bucket, kind, name, workflow, status, bin, shard"
 _COLUMNS = f"{_KEY}, n, seconds, last_at"
-_TERMINAL = ", ".join(f"'{status}'" for status in TERMINAL)
-_ENDS = ", ".join(f"'{status}'" for status in TASK_ENDS)
 
 
-def _bin(micros: str, lo: int = 0, hi: int = len(BOUNDS_US) - 1) -> str:
-    """A CASE that finds the bin of *micros* (an integer expression) by bisection: the
-    first bound at or above it, the last bin above them all."""
-    if lo == hi:
-        return str(lo)
-    mid = (lo + hi) // 2
-    return (
-        f"CASE WHEN {micros} <= {BOUNDS_US[mid]} THEN {_bin(micros, lo, mid)} "
-        f"ELSE {_bin(micros, mid + 1, hi)} END"
-    )
+def _one_of(value: str, statuses: tuple[str, ...]) -> str:
+    """*value* is one of *statuses*: equalities, not ``IN (...)``, which SQLite answers
+    from a temporary index it builds at each firing of a trigger (a page cache of its
+    own: 150-200 us a firing, most of it the allocator growing and trimming the heap)."""
+    return "(" + " OR ".join(f"{value} = '{status}'" for status in statuses) + ")"
+
+
+#: SQLite's bounds, a row each: the bin of a duration is the row of the first bound at or
+#: above it (`bisect_left`), found by one seek in the table's integer key.
+BOUNDS_TABLE = "durable_tally_bins"
 
 
 class _Dialect:
@@ -115,13 +113,18 @@ class _Dialect:
     def _bin(self, micros: str) -> str:
         """The bin of *micros*: the number of bounds below it (`bisect_left`), the last
         bin at most. PostgreSQL finds it with width_bucket (a binary search over an
-        array): a trigger's statements are planned at each call, and planning the
-        bisecting CASE cost 350 us a call there. SQLite has no such function, and runs
-        the CASE it compiled once."""
-        if not self.postgres:
-            return _bin(micros)
-        bounds = "{" + ",".join(map(str, BOUNDS_US)) + "}"
+        array); SQLite, which has no such function, seeks it in `BOUNDS_TABLE`. Not a
+        bisecting CASE: PL/pgSQL planned it at each call (350 us), and SQLite compiled
+        its 181 branches into every statement that fires a trigger (6,200 instructions
+        for a run's outcome, whose frame it allocated and set up at each call: 40-220
+        us, the more as the allocator handed the big frame back to the system)."""
         last = len(BOUNDS_US) - 1
+        if not self.postgres:
+            return (
+                f"coalesce((SELECT b.bin FROM {BOUNDS_TABLE} AS b WHERE b.upper_us >= "
+                f"{micros} ORDER BY b.upper_us LIMIT 1), {last})"
+            )
+        bounds = "{" + ",".join(map(str, BOUNDS_US)) + "}"
         return f"LEAST(width_bucket(({micros})::bigint - 1, '{bounds}'::bigint[]), {last})"
 
     @staticmethod
@@ -151,7 +154,7 @@ class _Dialect:
     def run_rows(self, row: str, sign: int, source: str = "") -> str:
         """The SELECT of a run's tallies (every grain) for trigger row *row* (NEW or
         OLD), counted *sign* times; *source* joins a table that *row* names."""
-        ended = f"({row}.status IN ({_TERMINAL}) AND {row}.finished_at IS NOT NULL)"
+        ended = f"({_one_of(f'{row}.status', TERMINAL)} AND {row}.finished_at IS NOT NULL)"
         seconds = f"({row}.finished_at - coalesce({row}.started_at, {row}.created_at))"
         values = self._values(
             row, sign, at=f"{row}.created_at", kind="'run'", name=f"{row}.workflow",
@@ -174,7 +177,7 @@ class _Dialect:
         return self._select(
             values,
             f" FROM {self._grains(TASK_GRAINS)} AS g{source} WHERE {row}.kind = 'task' "
-            f"AND {row}.status IN ({_ENDS}) AND {row}.started_at IS NOT NULL",
+            f"AND {_one_of(f'{row}.status', TASK_ENDS)} AND {row}.started_at IS NOT NULL",
         )
 
     def attempt_rows(self, row: str, kind: str, status: str, sign: int, source: str = "") -> str:
@@ -200,7 +203,7 @@ class _Dialect:
 
 
 def _run_class(row: str) -> str:
-    return f"CASE WHEN {row}.status IN ({_TERMINAL}) THEN {row}.status ELSE '{OPEN}' END"
+    return f"CASE WHEN {_one_of(f'{row}.status', TERMINAL)} THEN {row}.status ELSE '{OPEN}' END"
 
 
 def _triggers(sql: _Dialect) -> dict[str, tuple[str, str, list[str]]]:
@@ -219,7 +222,7 @@ def _triggers(sql: _Dialect) -> dict[str, tuple[str, str, list[str]]]:
         ),
         "durable_tally_task_recorded": (
             "INSERT ON durable_history",
-            f"NEW.kind = 'task' AND NEW.status IN ({_ENDS})",
+            f"NEW.kind = 'task' AND {_one_of('NEW.status', TASK_ENDS)}",
             [sql.upsert(sql.task_rows("NEW", 1))],
         ),
         "durable_tally_task_moved": (
@@ -243,16 +246,22 @@ def _triggers(sql: _Dialect) -> dict[str, tuple[str, str, list[str]]]:
 
 
 def create_tallies(dialect: sa.Dialect, execute: Execute) -> None:
-    """The tallies table and its triggers (a new database, or version 16's)."""
+    """The tallies table and its triggers (a new database, or an older version's, whose
+    triggers are replaced)."""
     create_table(tallies, dialect, execute)
     sql = _Dialect(dialect)
+    if not sql.postgres:
+        execute(
+            f"CREATE TABLE IF NOT EXISTS {BOUNDS_TABLE} "
+            "(upper_us INTEGER PRIMARY KEY, bin INTEGER NOT NULL)"
+        )
+        rows = ", ".join(f"({bound}, {i})" for i, bound in enumerate(BOUNDS_US))
+        execute(f"INSERT OR REPLACE INTO {BOUNDS_TABLE} (upper_us, bin) VALUES {rows}")
     for name, (event, condition, body) in _triggers(sql).items():
         if not sql.postgres:
             statements = "".join(f"{statement};\n" for statement in body)
-            execute(
-                f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} WHEN {condition}\n"
-                f"BEGIN\n{statements}END"
-            )
+            execute(f"DROP TRIGGER IF EXISTS {name}")
+            execute(f"CREATE TRIGGER {name} AFTER {event} WHEN {condition}\nBEGIN\n{statements}END")
             continue
         statements = "".join(f"  {statement};\n" for statement in body)
         execute(
