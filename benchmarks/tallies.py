@@ -40,27 +40,27 @@ Bench, Plan, log, run_batch, summary = (
     steps.Bench, steps.Plan, steps.log, steps.run_batch, steps.summary
 )  # fmt: skip
 
-TRIGGERS = (
-    "durable_tally_run_created",
-    "durable_tally_run_moved",
-    "durable_tally_task_recorded",
-    "durable_tally_task_moved",
-    "durable_tally_retried",
-)
 TARGET = 1.05
 
 
 def untally(bench: steps.Bench, url: str) -> None:
-    """Drop the tallies' triggers from the database at *url*."""
+    """Drop the tallies' triggers (whichever this version has) from the database at
+    *url*."""
     if bench.backend == "sqlite":
         with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
-            for name in TRIGGERS:
-                conn.execute(f"DROP TRIGGER {name}")
+            found = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+            for (name,) in conn.execute(found).fetchall():
+                if name.startswith("durable_tally_"):
+                    conn.execute(f"DROP TRIGGER {name}")
             conn.commit()
         return
     schema = url.rsplit("search_path%3D", 1)[1]
-    for name in TRIGGERS:
-        bench.admin(f'DROP FUNCTION "{schema}".{name}() CASCADE')
+    bench.admin(
+        "DO $$ DECLARE f text; BEGIN FOR f IN SELECT p.proname FROM pg_proc AS p JOIN "
+        f"pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = '{schema}' AND "
+        "p.proname LIKE 'durable\\_tally\\_%' LOOP "
+        f"EXECUTE format('DROP FUNCTION %I.%I() CASCADE', '{schema}', f); END LOOP; END $$"
+    )
 
 
 def measure(bench: steps.Bench, reps: int) -> dict[str, object]:

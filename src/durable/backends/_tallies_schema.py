@@ -207,8 +207,14 @@ def _run_class(row: str) -> str:
 
 
 def _triggers(sql: _Dialect) -> dict[str, tuple[str, str, list[str]]]:
-    """Each trigger: (its event, the condition it runs on, its statements)."""
+    """Each trigger: (its event, the condition it runs on, its statements). A firing
+    runs one statement where it can: a move takes the old row's tallies back and adds
+    the new one's in one upsert (their keys differ: their statuses do), and a task call
+    that ends (the common move) is told from one that moves between two ends by the
+    triggers' conditions, not by a statement that selects nothing."""
     moved = f"{_run_class('OLD')} <> {_run_class('NEW')}"
+    ended = f"NEW.kind = 'task' AND {_one_of('NEW.status', TASK_ENDS)}"
+    was_ended = _one_of("OLD.status", TASK_ENDS)
     return {
         "durable_tally_run_created": (
             "INSERT ON durable_runs",
@@ -218,17 +224,22 @@ def _triggers(sql: _Dialect) -> dict[str, tuple[str, str, list[str]]]:
         "durable_tally_run_moved": (
             "UPDATE OF status ON durable_runs",
             moved,
-            [sql.upsert(sql.run_rows("OLD", -1)), sql.upsert(sql.run_rows("NEW", 1))],
+            [sql.upsert(f"{sql.run_rows('OLD', -1)} UNION ALL {sql.run_rows('NEW', 1)}")],
         ),
         "durable_tally_task_recorded": (
             "INSERT ON durable_history",
-            f"NEW.kind = 'task' AND {_one_of('NEW.status', TASK_ENDS)}",
+            ended,
+            [sql.upsert(sql.task_rows("NEW", 1))],
+        ),
+        "durable_tally_task_ended": (
+            "UPDATE OF status ON durable_history",
+            f"{ended} AND NOT {was_ended}",
             [sql.upsert(sql.task_rows("NEW", 1))],
         ),
         "durable_tally_task_moved": (
             "UPDATE OF status ON durable_history",
-            "NEW.kind = 'task' AND OLD.status <> NEW.status",
-            [sql.upsert(sql.task_rows("OLD", -1)), sql.upsert(sql.task_rows("NEW", 1))],
+            f"NEW.kind = 'task' AND OLD.status <> NEW.status AND {was_ended}",
+            [sql.upsert(f"{sql.task_rows('OLD', -1)} UNION ALL {sql.task_rows('NEW', 1)}")],
         ),
         # An operator's retry keeps the attempts it erases: a failed run (whose move
         # back to open took its failure away) or a failed task call (about to be
