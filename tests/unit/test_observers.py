@@ -12,7 +12,7 @@ import pytest
 import durable
 from durable import task, workflow
 from durable.core.records import Run
-from durable.runtime.observers import Attempt, Execution
+from durable.runtime.observers import NOTHING, Attempt, Execution, Observers
 from durable.testing import DurableEnv
 
 flaky_left: list[int] = []
@@ -192,3 +192,39 @@ def test_a_carrier_is_stored_with_each_run_created_and_its_successor(env: Any) -
     assert carried.run().trace_context == '{"traceparent": "00-ab-cd-01"}'
     successor = durable.get(f"{carried.id}~1").run()
     assert successor.trace_context == '{"traceparent": "00-ab-cd-01"}'
+
+
+def test_observers_with_nothing_to_do_add_no_wrapper_and_busy_ones_see_outcomes() -> None:
+    """An observer that returns NOTHING around a stretch (tracing without a provider)
+    costs no wrapper when it is the only one, and does not keep another observer from
+    seeing the stretch's outcome."""
+
+    class Idle:
+        def created(self, run: Run) -> None: ...
+
+        def execution(self, seen: Execution) -> Any:
+            return NOTHING
+
+        def attempt(self, seen: Attempt) -> Any:
+            return NOTHING
+
+    observers = Observers()
+    observers.add(Idle())
+    assert observers.attempt("r-1", "wf", 0, "t", 1) is NOTHING
+    outcomes: list[str | None] = []
+
+    class Busy(Idle):
+        @contextmanager
+        def _watch(self, seen: Attempt) -> Iterator[None]:
+            try:
+                yield
+            finally:
+                outcomes.append(seen.outcome)
+
+        def attempt(self, seen: Attempt) -> Any:
+            return self._watch(seen)
+
+    observers.add(Busy())
+    with pytest.raises(ValueError, match="boom"), observers.attempt("r-1", "wf", 0, "t", 1) as seen:
+        raise ValueError("boom")
+    assert isinstance(seen, Attempt) and outcomes == ["failed"]

@@ -41,7 +41,9 @@ OUTCOMES = (
     "interrupted",  # the process is going down (KeyboardInterrupt, SystemExit...)
 )
 
-_NOTHING = nullcontext()
+#: What an observer returns around a stretch it has nothing to do in: then, if every
+#: observer does, the stretch costs no more than with none.
+NOTHING = nullcontext()
 
 
 class Execution:
@@ -139,7 +141,7 @@ class Observers:
     def execution(self, run: Run, *, resumed: bool) -> AbstractContextManager[Execution | None]:
         """Around one execution of *run*: set its ``outcome`` (`ended`) before it exits."""
         if not self._all:
-            return _NOTHING
+            return NOTHING
         return self._around(Execution(run, resumed=resumed), "execution")
 
     def attempt(
@@ -147,11 +149,15 @@ class Observers:
     ) -> AbstractContextManager[Attempt | None]:
         """Around one attempt of a task's body; the outcome is taken from how it exits."""
         if not self._all:
-            return _NOTHING
+            return NOTHING
         return self._around(Attempt(run_id, workflow, position, task, attempt), "attempt")
 
-    def _around(self, seen: Execution | Attempt, hook: str) -> _Around:
-        return _Around(seen, [getattr(observer, hook)(seen) for observer in self._all])
+    def _around(
+        self, seen: Execution | Attempt, hook: str
+    ) -> _Around | AbstractContextManager[None]:
+        managers = [getattr(observer, hook)(seen) for observer in self._all]
+        busy = [manager for manager in managers if manager is not NOTHING]
+        return _Around(seen, busy) if busy else NOTHING
 
 
 class _Around:

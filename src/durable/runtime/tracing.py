@@ -19,12 +19,12 @@ import importlib.util
 import json
 import os
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from durable.errors import ConfigurationError
 
-from .observers import Attempt, Execution
+from .observers import NOTHING, Attempt, Execution
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 #: ``DURABLE_TRACING=0`` turns spans off where the code does not say.
 TRACING_ENV = "DURABLE_TRACING"
-
-_NOTHING = nullcontext()
 
 #: Outcomes that are not errors: the span's status is OK (`observers.OUTCOMES`).
 _FINE = frozenset({"completed", "released", "continued"})
@@ -90,14 +88,17 @@ class Spans:
         """Nothing: the run's context was taken as it was made (`carrier`)."""
 
     def execution(self, seen: Execution) -> AbstractContextManager[None]:
-        return self._execution(seen) if self._live() else _NOTHING
+        return self._execution(seen) if self._live() else NOTHING
 
     def attempt(self, seen: Attempt) -> AbstractContextManager[None]:
-        return self._attempt(seen) if self._live() else _NOTHING
+        # Asked at each execution's start, not at each attempt: an attempt belongs to an
+        # execution, which has a span if and only if a provider was set by then.
+        return self._attempt(seen) if self._set else NOTHING
 
     def _live(self) -> bool:
         """Whether the application has set a tracer provider: without one, a span per
-        call would be made for nothing. Once set, the global provider stays."""
+        call would be made for nothing. Once set, the global provider stays. (Asking
+        costs a lookup in the environment: once per execution.)"""
         if self._set:
             return True
         self._set = type(self._trace.get_tracer_provider()) not in self._idle
