@@ -137,3 +137,19 @@ def test_a_saturated_worker_takes_over_before_the_queue_drains(engine: durable.E
         assert left >= 15, f"the takeover waited for the queue to drain ({left} left)"
         for run_id in queued:
             assert engine.wait_for_run(run_id, timeout=10).status is RunStatus.COMPLETED
+
+
+def test_dead_owners_runs_are_taken_one_after_another_without_waiting_a_poll(
+    engine: durable.Engine,
+) -> None:
+    """Runs taken from a dead owner are taken one at a time (each must prove itself
+    first), and the claim loop waits for the held sweep's retry, not for its next poll
+    (a minute here) or news: no notification says that a run proved itself."""
+    for i in range(5):
+        orphan(engine, f"orphan-{i}")
+    worker = durable.Worker(engine, concurrency=4, poll=60.0, sweep_every=60.0)
+    with worker:
+        for i in range(5):
+            ended = engine.wait_for_run(f"orphan-{i}", timeout=10)
+            assert ended.status is RunStatus.COMPLETED
+            assert ended.recoveries == 1, "taken over from its dead owner"

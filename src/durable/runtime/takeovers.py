@@ -72,6 +72,12 @@ class Sweeper:
         free = self.free()
         return (self.starved[0] and free[0] > 0) or (self.starved[1] and free[1] > 0)
 
+    def due_in(self) -> float:
+        """Seconds until the next sweep comes due by time: how long the claim loop may
+        wait for news at most (a sweep that held a takeover back is due again in
+        `RETRY_HELD`, and no notification says that the unproven run proved itself)."""
+        return max(0.0, self.next_at - time.monotonic())
+
     def sweep(self, threads: Container[str], lane: Container[str]) -> None:
         """Take over orphaned runs of our queues that we have slots for, and report
         queued work we cannot run: *threads* and *lane* name the workflows this worker

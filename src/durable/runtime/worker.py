@@ -233,8 +233,8 @@ class Worker:
             self._filled = (len(mine) >= threads, len(ours) >= lane)
             for run in mine + ours:
                 self._start(run)
-            # Wait for news, a free slot, the next timer, or the next poll.
-            watch.wait(min(self.poll, due_in, self._retry_in))
+            # Wait for news, a free slot, the next timer, the next sweep, or the next poll.
+            watch.wait(min(self.poll, due_in, self._retry_in, self._sweeper.due_in()))
 
     def _declare(self) -> None:
         """Store the schedules declared with the code this worker runs (a deploy that
