@@ -1,6 +1,7 @@
 """Every SQL statement durable runs, written once in SQLAlchemy Core.
 
-`Queries(dialect)` compiles them for SQLite or PostgreSQL when a backend opens; at run
+`compiled(dialect)` compiles them for SQLite or PostgreSQL when the first backend of
+that kind opens in a process (about 75 ms), and hands later ones the same; at run
 time the backend (`durable.backends.sql`) sends the compiled text straight to the
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
@@ -17,6 +18,8 @@ of base.py. Every write is a single statement, so each is its own short transact
 """
 
 from __future__ import annotations
+
+import threading
 
 import sqlalchemy as sa
 
@@ -61,3 +64,21 @@ class Queries(
         self._define_attributes()
         self._define_streams()
         self._define_tallies()
+
+
+_compiled: dict[tuple[str, str], Queries] = {}
+_compiling = threading.Lock()
+
+
+def compiled(dialect: sa.Dialect) -> Queries:
+    """The statements for *dialect*'s kind, compiled once per process: they depend on
+    nothing else (not the database, not the schema, which the connection's search path
+    names), and compiling them took most of the time a backend took to open: every CLI
+    command, every test's fresh database. (A `Queries` is never changed after it is
+    made but for its cache of run listings, which any thread may fill.)"""
+    key = (dialect.name, str(dialect.paramstyle))
+    with _compiling:
+        found = _compiled.get(key)
+        if found is None:
+            found = _compiled[key] = Queries(dialect)
+    return found

@@ -37,7 +37,7 @@ from durable.backends._file_watch import FileWatch
 from durable.backends._group import GroupCommit, in_one_transaction
 from durable.backends._hub import Hub
 from durable.backends._relaxed import RelaxedCommits
-from durable.backends._statements import Queries
+from durable.backends._statements import compiled
 from durable.errors import ConfigurationError
 
 from ._attributes import SQLAttributes
@@ -108,7 +108,7 @@ class SQLBackend(
         self._db = Connections(
             kind, opener, masked_url=masked, password=self.url.password, relax=relax
         )
-        self._sql = Queries(self._dialect)
+        self._sql = compiled(self._dialect)
         # Group commit (see _group.py). PostgreSQL: one queue per kind of write, each
         # batch one multi-row statement, and the kinds commit side by side. SQLite has
         # one writer at a time: one queue for all three, so that this process's writers
