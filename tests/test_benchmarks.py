@@ -7,42 +7,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_quick(script: str, backends: str, tmp_path: Path) -> list[dict[str, Any]]:
-    """Run ``benchmarks/SCRIPT --quick`` on *backends* (plus PostgreSQL when the tests
-    have it); check it printed one JSON line per backend, in order; return them."""
-    env = {**os.environ}
-    if os.environ.get("DURABLE_TEST_POSTGRES_URL"):
-        backends += ",postgres"
-        env["DURABLE_BENCH_POSTGRES_URL"] = os.environ["DURABLE_TEST_POSTGRES_URL"]
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / script),
-            "--quick",
-            "--backends",
-            backends,
-            "--tmpdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [line["backend"] for line in lines] == backends.replace("postgres", "postgresql").split(
-        ","
-    )
-    return lines
+from tests import test_benchmarks_long as long
+from tests.benchmark_runs import ROOT, run_quick
 
 
 def test_steps_benchmark_quick(tmp_path: Path) -> None:
@@ -99,13 +68,6 @@ def test_flow_control_benchmark_quick(tmp_path: Path) -> None:
         assert set(line["over_unlimited"]) == set(line["meets_target"]) == {"limit_16", "keys_1000"}
 
 
-def test_waits_benchmark_quick(tmp_path: Path) -> None:
-    """benchmarks/waits.py --quick parks, signals and wakes runs with a worker process."""
-    for line in run_quick("waits.py", "sqlite", tmp_path):
-        assert line["parked_runs"] == 400 and line["wake_lag_ms"]["min"] >= 0
-        assert line["meets_targets"]["no_early_wake"] and line["env_30_days_ms"] > 0
-
-
 def test_async_runs_benchmark_quick(tmp_path: Path) -> None:
     """benchmarks/async_runs.py --quick drains async runs on a worker's event loop, and
     the same smaller load both there and with a thread per run."""
@@ -147,40 +109,13 @@ def test_schedules_benchmark_quick(tmp_path: Path) -> None:
         assert 0 <= line["lateness_p50_s"] <= line["lateness_p99_s"] <= line["lateness_max_s"]
 
 
-def test_soak_benchmark_quick() -> None:
-    """benchmarks/soak.py --quick feeds a mixed load to two workers on PostgreSQL,
-    purging as it goes, and its checker finds nothing wrong."""
-    url = os.environ.get("DURABLE_TEST_POSTGRES_URL")
-    if not url:
-        if os.environ.get("DURABLE_REQUIRE_POSTGRES") == "1":
-            pytest.fail("DURABLE_REQUIRE_POSTGRES=1 but DURABLE_TEST_POSTGRES_URL is not set")
-        pytest.skip("the soak runs on PostgreSQL: set DURABLE_TEST_POSTGRES_URL")
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--quick", "--postgres-url", url],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    (line,) = result.stdout.splitlines()
-    soak = json.loads(line)
-    assert soak["checker"] == "ok", soak["checker"]
-    assert soak["dispatched"] > 0 and soak["finished"] == soak["dispatched"]
-    assert soak["purged"] > 0, "the periodic purges deleted finished runs"
-    assert set(soak["kinds"]) == {"short", "nap", "listen", "retrying"}
-    assert len(soak["samples"]) >= 5 and len(soak["rss_growth"]) == 2
-    for sample in soak["samples"]:
-        assert set(sample["tables"]) == {"durable_runs", "durable_history", "durable_events"}
-        assert all(mb is not None and mb > 0 for mb in sample["rss_mb"])
-
-
 @pytest.mark.parametrize(
     "name", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_"))
 )
 def test_every_benchmark_has_a_smoke_test(name: str) -> None:
-    """Each benchmark script is exercised above."""
-    assert f"test_{name.removesuffix('.py')}_benchmark_quick" in globals()
+    """Each benchmark script is exercised here or in test_benchmarks_long.py."""
+    test = f"test_{name.removesuffix('.py')}_benchmark_quick"
+    assert test in globals() or hasattr(long, test)
 
 
 def test_operate_benchmark_quick(tmp_path: Path) -> None:
@@ -284,17 +219,6 @@ def test_streams_benchmark_quick(tmp_path: Path) -> None:
         assert line["us_per_write_workflow"] > 0 and line["us_per_write_replayed"] > 0
         assert line["us_per_write_task"] > 0
         assert 0 < line["ms_reader_latency_p50"] <= line["ms_reader_latency_p90"]
-
-
-def test_live_benchmark_quick(tmp_path: Path) -> None:
-    """benchmarks/live.py --quick prints statements a second with 1 and 20 live tabs
-    (and polling ones), per backend; 20 live tabs cost what one does."""
-    for line in run_quick("live.py", "sqlite", tmp_path):
-        assert line["statements_per_s_live_1_tab"] > 0
-        assert line["requests_per_s_live_20_tabs"] > line["requests_per_s_live_1_tab"]
-        assert line["versions_per_s_live_20_tabs"] > 0
-        assert "statements_per_s_polling_20_tabs" in line
-        assert line["meets_target"], line
 
 
 def test_tallies_benchmark_quick(tmp_path: Path) -> None:
