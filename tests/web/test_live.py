@@ -148,19 +148,29 @@ def test_a_run_finished_by_another_engine_moves_the_version(url: str) -> None:
 @pytest.mark.parametrize("url", BACKENDS, indirect=True)
 def test_twenty_identical_gets_after_a_change_read_once(app: WebApp, following: Following) -> None:
     """20 tabs asking for the same page at the same moment cost one read of it; a
-    second page (another query) is its own read."""
+    second page (another query) is its own read. (The version may move on its own
+    meanwhile, and then a second read is right: the hub's safety tick, or on PostgreSQL
+    a notification from a test beside this one, on the channel every schema of the
+    database shares. Such an attempt proves nothing and is made again.)"""
     calls = _count_calls(app, "list_runs", pause=0.2)
-    app.live.bump()
     replies: list[Any] = []
 
     def get() -> None:
         replies.append(Client(app, token=TOKEN).get("/api/v1/runs", query="limit=5"))
 
-    threads = [threading.Thread(target=get) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    for _ in range(5):
+        calls.clear()
+        replies.clear()
+        version = app.live.bump()
+        threads = [threading.Thread(target=get) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if app.live.version == version:
+            break
+    else:
+        pytest.fail("the version moved during each of five attempts")
     assert len(calls) == 1
     assert {reply.status for reply in replies} == {200}
     assert len({reply.body for reply in replies}) == 1
