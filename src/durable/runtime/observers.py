@@ -155,8 +155,7 @@ class Observers:
     def _around(
         self, seen: Execution | Attempt, hook: str
     ) -> _Around | AbstractContextManager[None]:
-        managers = [getattr(observer, hook)(seen) for observer in self._all]
-        busy = [manager for manager in managers if manager is not NOTHING]
+        busy = [m for o in self._all if (m := getattr(o, hook)(seen)) is not NOTHING]
         return _Around(seen, busy) if busy else NOTHING
 
 

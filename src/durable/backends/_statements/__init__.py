@@ -73,8 +73,9 @@ _compiling = threading.Lock()
 def compiled(dialect: sa.Dialect) -> Queries:
     """The statements for *dialect*'s kind, compiled once per process: they depend on
     nothing else (not the database, not the schema, which the connection's search path
-    names), and compiling them took most of the time a backend took to open: every CLI
-    command, every test's fresh database. (A `Queries` is never changed after it is
+    names), and compiling them took most of the time a backend took to open: every
+    engine after a process's first (a test's fresh database, a second engine) no longer
+    pays it. (A `Queries` is never changed after it is
     made but for its cache of run listings, which any thread may fill.)"""
     key = (dialect.name, str(dialect.paramstyle))
     with _compiling:
