@@ -85,6 +85,7 @@ SQL_FILES = (
     "backends/sql/_outbox.py",
     "backends/_schema.py",
     "backends/_tallies_schema.py",
+    "backends/_tally_sql.py",
     "backends/_migrations.py",
     "backends/_statements/queues.py",
     "backends/_statements/__init__.py",

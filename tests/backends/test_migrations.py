@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.dialects import postgresql, sqlite
 
-from durable.backends import _migrations, _schema
+from durable.backends import _migrations, _schema, _tallies_schema
 from durable.backends.sql import SQLBackend
 from durable.core import tallies
 from durable.core.records import NewRun, RunStatus
@@ -170,6 +171,7 @@ def test_migrating_v14_adds_streams_and_keeps_runs(two_databases: Any) -> None:
     SQLBackend(old.url).close()
     old.execute("DROP TABLE durable_streams")
     old.execute("ALTER TABLE durable_runs DROP COLUMN event_schemas")
+    drop_tallies(old)
     old.execute("UPDATE durable_meta SET value = '14' WHERE key = 'schema_version'")
     old.execute(
         "INSERT INTO durable_runs (id, workflow, status, input, call_hash, epoch, recoveries, "
@@ -194,6 +196,7 @@ def test_migrating_v15_adds_the_event_schemas_column_and_keeps_runs(two_database
     SQLBackend(old.url).close()
     SQLBackend(new.url).close()
     old.execute("ALTER TABLE durable_runs DROP COLUMN event_schemas")
+    drop_tallies(old)
     old.execute("UPDATE durable_meta SET value = '15' WHERE key = 'schema_version'")
     old.execute(V1_DATA[1])
     assert old.shape() != new.shape()
@@ -263,17 +266,45 @@ V16_ROWS = [
 ]
 
 
-def drop_tallies(db: Database) -> None:
-    """Take a new database back to version 16's shape: no tallies, no triggers."""
-    if db.kind == "sqlite":
-        for name in tally_triggers(db):
+def drop_tallies(db: Database, version: int = 16) -> None:
+    """Take a new database back to version 16's shape (no tallies, no triggers), or
+    with *version* 17 or 18, to the tallies without today's triggers and column."""
+    for name in tally_triggers(db):
+        if db.kind == "sqlite":
             db.execute(f"DROP TRIGGER {name}")
-        db.execute("DROP TABLE durable_tally_bins")
-    else:
-        for name in tally_triggers(db):
+        else:
             db.execute(f"DROP FUNCTION {name}() CASCADE")
-    db.execute("DROP TABLE durable_tallies")
-    db.execute("UPDATE durable_meta SET value = '16' WHERE key = 'schema_version'")
+    db.execute("ALTER TABLE durable_history DROP COLUMN tallied")
+    if version == 16:
+        db.execute("DROP TABLE durable_tallies")
+    if db.kind == "sqlite" and version < 18:
+        db.execute("DROP TABLE durable_tally_bins")
+    db.execute(f"UPDATE durable_meta SET value = '{version}' WHERE key = 'schema_version'")
+
+
+def write_like_the_engine(db: Database) -> None:
+    """V16_ROWS written as today's code writes them: each run created, claimed, its
+    steps recorded, then ended (the calls are counted as its execution ends); the
+    failed run retried: its failed call recorded, then erased and kept."""
+    db.execute(
+        V16_ROWS[0]
+        .replace("'completed', '', 'v1:00', 1, 0, 1000, 1000, 1001, 1003.5",
+                 "'running', '', 'v1:00', 1, 0, 1000, 1000, 1001, NULL")
+        .replace("'queued', '', 'v1:00', 1, 0, 90000", "'running', '', 'v1:00', 1, 0, 90000")
+    )  # fmt: skip
+    db.execute(V16_ROWS[1])
+    db.execute(
+        "INSERT INTO durable_history (run_id, position, kind, name, call_hash, status, "
+        "attempts, started_at, finished_at, epoch) VALUES ('again', 1, 'task', 'app.save', "
+        "'v1:00', 'failed', 1, 90002, 90008, 1)"
+    )
+    db.execute(
+        "UPDATE durable_runs SET status = 'completed', finished_at = 1003.5 WHERE id = 'done'"
+    )
+    db.execute("UPDATE durable_runs SET status = 'failed', finished_at = 90009 WHERE id = 'again'")
+    db.execute(V16_ROWS[2])
+    db.execute("DELETE FROM durable_history WHERE run_id = 'again' AND position = 1")
+    db.execute("UPDATE durable_runs SET status = 'queued', finished_at = NULL WHERE id = 'again'")
 
 
 def test_migrating_v16_counts_what_the_database_holds(two_databases: Any) -> None:
@@ -286,19 +317,7 @@ def test_migrating_v16_counts_what_the_database_holds(two_databases: Any) -> Non
     drop_tallies(old)
     for statement in V16_ROWS:
         old.execute(statement)
-    # The new database sees the retry happen: the failed call recorded, then erased.
-    new.execute(V16_ROWS[0].replace("'queued', '', 'v1:00', 1, 0, 90000", "'failed', '', "
-                "'v1:00', 1, 0, 90000").replace("90001, NULL, 'default'", "90001, 90009, "
-                "'default'"))  # fmt: skip
-    new.execute(V16_ROWS[1])
-    new.execute(
-        "INSERT INTO durable_history (run_id, position, kind, name, call_hash, status, "
-        "attempts, started_at, finished_at, epoch) VALUES ('again', 1, 'task', 'app.save', "
-        "'v1:00', 'failed', 1, 90002, 90008, 1)"
-    )
-    new.execute(V16_ROWS[2])
-    new.execute("DELETE FROM durable_history WHERE run_id = 'again' AND position = 1")
-    new.execute("UPDATE durable_runs SET status = 'queued', finished_at = NULL WHERE id = 'again'")
+    write_like_the_engine(new)
     assert old.shape() != new.shape()
     migrated, fresh = SQLBackend(old.url), SQLBackend(new.url)
     try:
@@ -320,43 +339,76 @@ def test_migrating_v16_counts_what_the_database_holds(two_databases: Any) -> Non
         fresh.close()
 
 
-def test_migrating_v17_replaces_the_triggers(two_databases: Any) -> None:
-    """A version-17 database gets today's triggers (and SQLite its table of bounds): the
-    same shape as a new database, and runs and calls counted by them."""
-    old, new = two_databases
-    SQLBackend(old.url).close()
-    SQLBackend(new.url).close()
-    # Version 17's triggers, as far as this test cares: others than today's.
-    if old.kind == "sqlite":
-        old.execute("DROP TABLE durable_tally_bins")
-        for name in tally_triggers(old):
-            old.execute(f"DROP TRIGGER {name}")
-        for name in TALLY_TRIGGERS:
-            old.execute(f"CREATE TRIGGER {name} AFTER DELETE ON durable_meta BEGIN SELECT 1; END")
-    else:
-        for name in tally_triggers(old):
-            old.execute(f"DROP FUNCTION {name}() CASCADE")
-        for name in TALLY_TRIGGERS:
-            old.execute(
+def _fake_triggers(db: Database, names: tuple[str, ...]) -> None:
+    """Triggers (SQLite) or trigger functions (PostgreSQL) of an older version, as far
+    as these tests care: others than today's, under *names*."""
+    for name in names:
+        if db.kind == "sqlite":
+            db.execute(f"CREATE TRIGGER {name} AFTER DELETE ON durable_meta BEGIN SELECT 1; END")
+        else:
+            db.execute(
                 f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql "
                 "AS $$ BEGIN RETURN NULL; END $$"
             )
-    old.execute("UPDATE durable_meta SET value = '17' WHERE key = 'schema_version'")
+
+
+def _same_tallies(one: SQLBackend, other: SQLBackend) -> None:
+    for grain in tallies.GRAINS:
+        counted = sorted(map(repr, one.tallies(grain, 0.0)))
+        assert counted == sorted(map(repr, other.tallies(grain, 0.0))), grain
+        assert counted
+
+
+def test_migrating_v17_replaces_the_triggers(two_databases: Any) -> None:
+    """A version-17 database gets today's triggers, column (and SQLite its table of
+    bounds): the same shape as a new database, and runs and calls counted by them."""
+    old, new = two_databases
+    SQLBackend(old.url).close()
+    SQLBackend(new.url).close()
+    drop_tallies(old, 17)
+    _fake_triggers(old, TALLY_TRIGGERS)
     assert old.shape() != new.shape()
-    migrated = SQLBackend(old.url)
+    migrated, fresh = SQLBackend(old.url), SQLBackend(new.url)
     try:
         assert old.shape() == new.shape()
-        for statement in V16_ROWS[:2]:
-            old.execute(statement)
-        flows = {
-            t.status: t.count
-            for t in migrated.tallies(3600, 0.0, by_bucket=False, by_bin=False)
-            if t.name == "app.flow"
-        }
-        assert flows == {"completed": 1, "open": 1}
+        write_like_the_engine(old)
+        write_like_the_engine(new)
+        _same_tallies(migrated, fresh)
         saves = migrated.tallies(86400, 0.0, name="app.save", by_bucket=False)
-        assert [(t.status, t.count, t.bin) for t in saves] == [
-            ("completed", 1, tallies.bin_of(1.25))
+        assert sorted((t.status, t.count, t.bin) for t in saves) == [
+            ("completed", 1, tallies.bin_of(1.25)),
+            ("retried", 1, tallies.bin_of(6.0)),
         ]
     finally:
         migrated.close()
+        fresh.close()
+
+
+def test_migrating_v18_counts_no_call_twice(two_databases: Any) -> None:
+    """A version-18 database, whose triggers counted each call as it ended, has those
+    calls marked counted and its triggers replaced (the retired ones dropped): a run
+    whose execution ends after the migration counts none of its calls again."""
+    old, new = two_databases
+    SQLBackend(old.url).close()
+    SQLBackend(new.url).close()
+    drop_tallies(old, 18)
+    _fake_triggers(old, (*TALLY_TRIGGERS, "durable_tally_task_ended"))
+    for statement in V16_ROWS:
+        old.execute(statement)
+    dialect = (sqlite if old.kind == "sqlite" else postgresql).dialect()
+    _tallies_schema.backfill(dialect, old.execute)  # what version 18's triggers counted
+    write_like_the_engine(new)
+    assert old.shape() != new.shape()
+    migrated, fresh = SQLBackend(old.url), SQLBackend(new.url)
+    try:
+        assert old.shape() == new.shape()
+        _same_tallies(migrated, fresh)
+        for db in (old, new):  # 'again' runs again and waits: its one call is counted
+            db.execute("UPDATE durable_runs SET status = 'running' WHERE id = 'again'")
+            db.execute("UPDATE durable_runs SET status = 'waiting' WHERE id = 'again'")
+        _same_tallies(migrated, fresh)
+        loads = migrated.tallies(3600, 0.0, name="app.load", by_bucket=False, by_bin=False)
+        assert [(t.status, t.count) for t in loads] == [("completed", 2)]
+    finally:
+        migrated.close()
+        fresh.close()

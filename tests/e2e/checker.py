@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
+
 import durable
 from durable import RunStatus, StepStatus
+from durable.core.tallies import DAY, HOUR
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ def check(
     * for every recorded task result, the execution that produced it is the last one
       the ledger saw at that position: no body ran after its result was committed;
     * with *only_killed_repeat*, every other execution at a position ran in a process
-      that was killed (a body re-runs only if its process died first).
+      that was killed (a body re-runs only if its process died first);
+    * every ended task call is tallied once (`check_tallies`).
     """
     report = Report()
     entries = read_ledger(ledger)
@@ -101,4 +105,41 @@ def check(
                             f"{run_id}@{step.position} ran again though process "
                             f"{execution.pid} was not killed"
                         )
+        check_tallies(url, engine)
     return report
+
+
+def check_tallies(url: str, engine: durable.Engine) -> None:
+    """Every ended task call in the database is tallied once, with its status: the
+    calls of executions a kill cut short too (counted when a later execution ended).
+    Call it once no run is running."""
+    if not url.startswith(("sqlite", "postgresql")):
+        return
+    driver = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    sql = sa.create_engine(driver)
+    try:
+        with sql.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT name, status, count(*) FROM durable_history WHERE kind = 'task' "
+                    "AND status IN ('completed', 'failed') AND started_at IS NOT NULL "
+                    "GROUP BY name, status"
+                )
+            ).fetchall()
+            uncounted = conn.execute(
+                sa.text(
+                    "SELECT h.run_id, h.position, h.status, r.status FROM durable_history AS h "
+                    "JOIN durable_runs AS r ON r.id = h.run_id WHERE h.kind = 'task' "
+                    "AND h.status IN ('completed', 'failed') AND h.tallied IS NULL"
+                )
+            ).fetchall()
+    finally:
+        sql.dispose()
+    calls = {(name, status): count for name, status, count in rows}
+    for grain in (HOUR, DAY):
+        found = engine.backend.tallies(grain, 0.0, kind="task", by_bucket=False, by_bin=False)
+        tallied: dict[tuple[str, str], int] = defaultdict(int)
+        for t in found:  # one per workflow calling the task
+            if t.status != "retried":
+                tallied[t.name, t.status] += t.count
+        assert tallied == calls, (grain, dict(tallied), calls, uncounted)

@@ -39,7 +39,12 @@ from ._schema import (
     streams,
     workflow_index,
 )
-from ._tallies_schema import backfill, create_tallies
+from ._tallies_schema import (
+    backfill,
+    count_calls_in_batches,
+    create_tallies,
+    create_tally_tables,
+)
 
 if TYPE_CHECKING:
     from ._connections import Connections
@@ -160,16 +165,24 @@ def _v16_to_v17(dialect: sa.Dialect, execute: Execute) -> None:
     runs and task calls already there are counted once. And an index of runs by status
     and creation, for the pages of an operations console."""
     execute(str(CreateIndex(status_created_index, if_not_exists=True).compile(dialect=dialect)))
-    create_tallies(dialect, execute)
+    create_tally_tables(dialect, execute)
     backfill(dialect, execute)
+    # Its triggers are made by the last version that changes them (version 19's).
 
 
 def _v17_to_v18(dialect: sa.Dialect, execute: Execute) -> None:
     """Tallies' triggers that SQLite no longer rebuilds parts of at every firing (a
     duration's bin found by one seek in a table of bounds, statuses compared by
     equalities): the same counts at a fraction of the cost. PostgreSQL's functions
-    are written again, unchanged in what they count."""
-    create_tallies(dialect, execute)
+    are written again, unchanged in what they count. (The triggers themselves are now
+    made by version 19, which replaces them again.)"""
+    create_tally_tables(dialect, execute)
+
+
+def _v18_to_v19(dialect: sa.Dialect, execute: Execute) -> None:
+    """Task calls counted in batches, when their run's execution ends, instead of at
+    every step: a step writes no tally row and fires no trigger."""
+    count_calls_in_batches(dialect, execute)
 
 
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
@@ -191,6 +204,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     15: _v15_to_v16,
     16: _v16_to_v17,
     17: _v17_to_v18,
+    18: _v18_to_v19,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

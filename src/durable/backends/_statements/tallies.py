@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from durable.backends._schema import runs
-from durable.backends._tallies_schema import tallies
+from durable.backends._tally_sql import tallies
 
 from .base import Compiler, bind
 

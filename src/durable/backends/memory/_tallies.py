@@ -2,7 +2,9 @@
 `durable.core.tallies`), the way the SQL triggers count them as rows change.
 
 A mixin of `MemoryBackend`. A purged run's counts go with it here (the SQL tallies
-keep them): memory backends are for tests, which do not look at both.
+keep them), and a task call counts as soon as it ends (the SQL backends count a run's
+calls when its execution ends): memory backends are for tests, which do not look at
+either difference.
 """
 
 from __future__ import annotations
