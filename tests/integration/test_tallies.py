@@ -369,3 +369,36 @@ def test_the_database_bins_like_python_at_every_bound(make_backend: Callable[[],
     finally:
         engine.dispose()
         backend.close()
+
+
+@pytest.mark.parametrize(
+    "make_backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_running_execution_has_its_calls_counted_at_each_lease_renewal(
+    make_backend: Callable[[], Backend],
+) -> None:
+    """The SQL backends count a run's calls in batches: not as each step is recorded,
+    but at the next renewal of the run's lease while it runs (and when its execution
+    ends), each call once however many renewals and ends follow."""
+    from durable.testing._conformance import OWNER, _new, _step
+
+    backend = make_backend()
+    try:
+
+        def calls() -> dict[str, int]:
+            found = backend.tallies(HOUR, 0.0, kind="task", by_bucket=False, by_bin=False)
+            return {t.status: t.count for t in found}
+
+        backend.create_run(_new("run-1"))
+        backend.record(_step("run-1", 0), 1)
+        backend.record(_step("run-1", 1, status=StepStatus.FAILED, output=None, error=b"j1"), 1)
+        assert calls() == {}, "recording a step counts nothing yet"
+        assert backend.renew_leases(OWNER, 60) == 1
+        assert calls() == {"completed": 1, "failed": 1}
+        backend.record(_step("run-1", 2), 1)
+        assert backend.renew_leases(OWNER, 60) == 1
+        assert calls() == {"completed": 2, "failed": 1}
+        assert backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j1")
+        assert calls() == {"completed": 2, "failed": 1}, "each call is counted once"
+    finally:
+        backend.close()

@@ -8,7 +8,7 @@ one row per grain (minute, hour, day), its end moves it (two per grain).
 
 Task calls are counted in batches, not at every step (schema 19): when their run's
 execution ends (the run leaves ``running``: it waits, ends, is blocked, paused or
-handed back) and, in a long execution, at every `BATCH`-th position; each batch adds
+handed back) and, while it runs, at each renewal of its lease; each batch adds
 the run's ended calls not yet counted and marks them counted in history's
 ``tallied`` column. A step then writes no
 tally row and fires no trigger: at every step that was two upserted rows (two more
@@ -26,10 +26,9 @@ from durable.core.tallies import BOUNDS_US, RETRIED, TASK_ENDS
 from ._schema import Execute, create_table
 from ._tally_sql import BOUNDS_TABLE, KEY, TALLIED, TallySQL, one_of, run_class, tallies
 
-#: In an execution this long, task calls are counted at every BATCH-th position too.
-BATCH = 64
-#: Triggers of earlier versions that version 19 drops (task calls counted at each step).
-RETIRED = ("durable_tally_task_recorded", "durable_tally_task_ended")
+#: Triggers of earlier versions that version 19 drops: task calls counted at each step,
+#: and moved between two ends (which no write does: a finished step is never rewritten).
+RETIRED = ("durable_tally_task_recorded", "durable_tally_task_ended", "durable_tally_task_moved")
 
 
 def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
@@ -37,12 +36,15 @@ def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
     runs one statement where it can: a move takes the old row's tallies back and adds
     the new one's in one upsert (their keys differ: their statuses do), and the moves
     are told apart by the triggers' conditions, not by statements that select nothing
-    (a condition that fails costs no PL/pgSQL call on PostgreSQL)."""
+    (a condition that fails costs no PL/pgSQL call on PostgreSQL). No trigger is on
+    ``durable_history`` on PostgreSQL: each one, even one whose condition fails, cost
+    every statement that writes a step its set-up (tens of microseconds)."""
     moved = f"{run_class('OLD')} <> {run_class('NEW')}"
-    ended = f"NEW.kind = 'task' AND {one_of('NEW.status', TASK_ENDS)}"
-    was_ended = one_of("OLD.status", TASK_ENDS)
-    batch = f"NEW.position % {BATCH} = {BATCH - 1}"
-    window = f" AND h.position > NEW.position - {2 * BATCH}"
+    renewed = (
+        "NEW.lease_until <> OLD.lease_until"
+        if sql.postgres
+        else "NEW.lease_until IS NOT OLD.lease_until"
+    )
     return {
         "durable_tally_run_created": (
             "INSERT ON durable_runs",
@@ -54,36 +56,16 @@ def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
             moved,
             [sql.upsert(f"{sql.run_rows('OLD', -1)} UNION ALL {sql.run_rows('NEW', 1)}")],
         ),
-        # A run's execution ended: its calls are counted (see the module docstring).
-        # On PostgreSQL at commit (`DEFERRED`), with the steps its transaction records
-        # after the run's move (a last step, recorded with the outcome).
+        # A run's execution ended, or its lease was renewed (or taken over) while it
+        # runs: its calls are counted (see the module docstring). On PostgreSQL at
+        # commit (`DEFERRED`), with the steps its transaction records after the run's
+        # move (a last step, recorded with the outcome).
         "durable_tally_calls_counted": (
-            "UPDATE OF status ON durable_runs",
-            "OLD.status = 'running' AND NEW.status <> 'running'",
+            "UPDATE OF status, lease_until ON durable_runs",
+            f"OLD.status = 'running' AND (NEW.status <> 'running' OR {renewed})",
             sql.count_calls("NEW.id", workflow="NEW.workflow"),
         ),
-        # ... and every BATCH-th call of a long execution, with those just before it
-        # (an older one not counted yet, as a call still running then, waits for the
-        # execution's end).
-        "durable_tally_calls_recorded": (
-            "INSERT ON durable_history",
-            f"{ended} AND {batch}",
-            sql.count_calls("NEW.run_id", window),
-        ),
-        "durable_tally_calls_ended": (
-            "UPDATE OF status ON durable_history",
-            f"{ended} AND NOT {was_ended} AND {batch}",
-            sql.count_calls("NEW.run_id", window),
-        ),
-        **({} if sql.postgres else _late(ended, was_ended, sql)),
-        # A counted call that moves from one end to another (an uncounted one is
-        # counted as it ends up).
-        "durable_tally_task_moved": (
-            "UPDATE OF status ON durable_history",
-            f"NEW.kind = 'task' AND OLD.status <> NEW.status AND {was_ended} "
-            f"AND OLD.{TALLIED} IS NOT NULL",
-            [sql.upsert(f"{sql.task_rows('OLD', -1)} UNION ALL {sql.task_rows('NEW', 1)}")],
-        ),
+        **({} if sql.postgres else _late(sql)),
         # An operator's retry keeps the attempts it erases: a failed run (whose move
         # back to open took its failure away) or a failed task call (about to be
         # deleted) counts on as `RETRIED`: a failure, but not another run or call. Its
@@ -101,10 +83,12 @@ def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
     }
 
 
-def _late(ended: str, was_ended: str, sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
+def _late(sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
     """SQLite's triggers for a call that ends while its run is not running: a last step
     recorded after the run's move in the same transaction (SQLite has no deferred
-    triggers), or a result that comes in after its execution ended."""
+    triggers), or a result that comes in after its execution ended. (A condition
+    costs SQLite no set-up per statement: it is compiled into the prepared one.)"""
+    ended = f"NEW.kind = 'task' AND {one_of('NEW.status', TASK_ENDS)}"
     off = "(SELECT r.status FROM durable_runs AS r WHERE r.id = NEW.run_id) <> 'running'"
     return {
         "durable_tally_calls_late": (
@@ -114,7 +98,7 @@ def _late(ended: str, was_ended: str, sql: TallySQL) -> dict[str, tuple[str, str
         ),
         "durable_tally_calls_ended_late": (
             "UPDATE OF status ON durable_history",
-            f"{ended} AND NOT {was_ended} AND {off}",
+            f"{ended} AND NOT {one_of('OLD.status', TASK_ENDS)} AND {off}",
             sql.count_calls("NEW.run_id"),
         ),
     }

@@ -200,16 +200,15 @@ class TallySQL:
             f"AND {row}.started_at IS NOT NULL AND {at} IS NOT NULL",
         )
 
-    def count_calls(self, run_id: str, window: str = "", workflow: str = "") -> list[str]:
+    def count_calls(self, run_id: str, workflow: str = "") -> list[str]:
         """The statements that count the ended task calls of run *run_id* (an SQL
-        expression) not counted yet and mark them counted; *window*, if any,
-        narrows the rows (``AND ...`` on ``h``); *workflow*, the run's workflow (default:
-        looked up once, not per call). On PostgreSQL one statement (a
+        expression) not counted yet and mark them counted; *workflow*, the run's
+        workflow (default: looked up once, not per call). On PostgreSQL one statement (a
         concurrent writer's row is either marked and counted or neither); SQLite, whose
         writers take turns, has no UPDATE in a WITH: two."""
         pending = (
             f"h.run_id = {run_id} AND h.{TALLIED} IS NULL AND h.kind = 'task' "
-            f"AND {one_of('h.status', TASK_ENDS)} AND h.started_at IS NOT NULL{window}"
+            f"AND {one_of('h.status', TASK_ENDS)} AND h.started_at IS NOT NULL"
         )
         total = "sum(n), sum(seconds), max(last_at)"
         workflow = workflow or _workflow_of(run_id)

@@ -14,8 +14,9 @@ What is counted, and where:
 * a **task** call that ended (completed or failed), in the hour of its start, under
   that status, with the workflow of its run. The SQL backends count a run's calls in
   a batch when its execution ends (it completes, fails, waits, is paused, blocked or
-  handed back) and every 64 calls of a long execution, not at each step: a call of
-  an execution still going shows a little later (the memory backend counts at once).
+  handed back) and, while it runs, at each renewal of its lease, not at each step: a
+  call of an execution still going shows a little later (the memory backend counts
+  at once).
 * an attempt an operator's retry erased (a failed run, a failed task call), under
   ``retried``: it counts as the failure it was in every figure but the number of runs
   (or calls), which the attempt that went on counts.
