@@ -31,7 +31,12 @@ from ._tally_sql import BOUNDS_TABLE, KEY, TALLIED, TallySQL, one_of, run_class,
 RETIRED = ("durable_tally_task_recorded", "durable_tally_task_ended", "durable_tally_task_moved")
 
 
-def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
+#: A trigger's statements: each one, or (condition, statement) where only some firings
+#: run it (PostgreSQL's `IF` in a function that does two triggers' work).
+Body = list[str | tuple[str, str]]
+
+
+def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, Body]]:
     """Each trigger: (its event, the condition it runs on, its statements). A firing
     runs one statement where it can: a move takes the old row's tallies back and adds
     the new one's in one upsert (their keys differ: their statuses do), and the moves
@@ -40,72 +45,78 @@ def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
     ``durable_history`` on PostgreSQL: each one, even one whose condition fails, cost
     every statement that writes a step its set-up (tens of microseconds)."""
     moved = f"{run_class('OLD')} <> {run_class('NEW')}"
-    renewed = (
-        "NEW.lease_until <> OLD.lease_until"
-        if sql.postgres
-        else "NEW.lease_until IS NOT OLD.lease_until"
-    )
-    return {
+    move = sql.upsert(f"{sql.run_rows('OLD', -1)} UNION ALL {sql.run_rows('NEW', 1)}")
+    # A running run's execution ended, or its lease was renewed or taken over (the
+    # writes of a running run's status or lease): its calls are counted (see the
+    # module docstring). Not "its lease changed": two renewals in one tick of the
+    # database's clock would leave it as it was.
+    counted = "OLD.status = 'running'"
+    count = sql.count_calls("NEW.id", workflow="NEW.workflow")
+    found: dict[str, tuple[str, str, Body]] = {
         "durable_tally_run_created": (
             "INSERT ON durable_runs",
             "1 = 1",
             [sql.upsert(sql.run_rows("NEW", 1))],
         ),
-        "durable_tally_run_moved": (
-            "UPDATE OF status ON durable_runs",
-            moved,
-            [sql.upsert(f"{sql.run_rows('OLD', -1)} UNION ALL {sql.run_rows('NEW', 1)}")],
-        ),
-        # A run's execution ended, or its lease was renewed (or taken over) while it
-        # runs: its calls are counted (see the module docstring). On PostgreSQL at
-        # commit (`DEFERRED`), with the steps its transaction records after the run's
-        # move (a last step, recorded with the outcome).
-        "durable_tally_calls_counted": (
-            "UPDATE OF status, lease_until ON durable_runs",
-            f"OLD.status = 'running' AND (NEW.status <> 'running' OR {renewed})",
-            sql.count_calls("NEW.id", workflow="NEW.workflow"),
-        ),
-        **({} if sql.postgres else _late(sql)),
-        # An operator's retry keeps the attempts it erases: a failed run (whose move
-        # back to open took its failure away) or a failed task call (about to be
-        # deleted) counts on as `RETRIED`: a failure, but not another run or call. Its
-        # run's calls are counted first, so the call taken back is one counted.
-        "durable_tally_retried": (
-            "INSERT ON durable_attempts",
-            "1 = 1",
-            [
-                *sql.count_calls("NEW.run_id"),
-                sql.upsert(sql.attempt_rows("NEW", "run", RETRIED, 1)),
-                sql.upsert(sql.attempt_rows("NEW", "task", "failed", -1)),
-                sql.upsert(sql.attempt_rows("NEW", "task", RETRIED, 1)),
-            ],
-        ),
     }
+    if sql.postgres:
+        # One function for both (a PL/pgSQL call costs tens of microseconds), run at
+        # commit (`DEFERRED`), once the transaction's writes are all in: a last step
+        # is recorded after the run's move, with the outcome.
+        found["durable_tally_run_moved"] = (
+            "UPDATE OF status, lease_until ON durable_runs",
+            f"({moved}) OR ({counted})",
+            [(moved, move), *((counted, statement) for statement in count)],
+        )
+    else:
+        found["durable_tally_run_moved"] = ("UPDATE OF status ON durable_runs", moved, [move])
+        found["durable_tally_calls_counted"] = (
+            "UPDATE OF status, lease_until ON durable_runs",
+            counted,
+            list(count),
+        )
+        found |= _late(sql)
+    # An operator's retry keeps the attempts it erases: a failed run (whose move back
+    # to open took its failure away) or a failed task call (about to be deleted)
+    # counts on as `RETRIED`: a failure, but not another run or call. Its run's calls
+    # are counted first, so the call taken back is one counted.
+    found["durable_tally_retried"] = (
+        "INSERT ON durable_attempts",
+        "1 = 1",
+        [
+            *sql.count_calls("NEW.run_id"),
+            sql.upsert(sql.attempt_rows("NEW", "run", RETRIED, 1)),
+            sql.upsert(sql.attempt_rows("NEW", "task", "failed", -1)),
+            sql.upsert(sql.attempt_rows("NEW", "task", RETRIED, 1)),
+        ],
+    )
+    return found
 
 
-def _late(sql: TallySQL) -> dict[str, tuple[str, str, list[str]]]:
+def _late(sql: TallySQL) -> dict[str, tuple[str, str, Body]]:
     """SQLite's triggers for a call that ends while its run is not running: a last step
     recorded after the run's move in the same transaction (SQLite has no deferred
     triggers), or a result that comes in after its execution ended. (A condition
     costs SQLite no set-up per statement: it is compiled into the prepared one.)"""
     ended = f"NEW.kind = 'task' AND {one_of('NEW.status', TASK_ENDS)}"
     off = "(SELECT r.status FROM durable_runs AS r WHERE r.id = NEW.run_id) <> 'running'"
+    count: Body = list(sql.count_calls("NEW.run_id"))
     return {
         "durable_tally_calls_late": (
             "INSERT ON durable_history",
             f"{ended} AND {off}",
-            sql.count_calls("NEW.run_id"),
+            count,
         ),
         "durable_tally_calls_ended_late": (
             "UPDATE OF status ON durable_history",
             f"{ended} AND NOT {one_of('OLD.status', TASK_ENDS)} AND {off}",
-            sql.count_calls("NEW.run_id"),
+            count,
         ),
     }
 
 
 #: PostgreSQL's triggers that fire at commit, once the transaction's writes are all in.
-DEFERRED = ("durable_tally_calls_counted",)
+DEFERRED = ("durable_tally_run_moved",)
 
 
 def create_tallies(dialect: sa.Dialect, execute: Execute) -> None:
@@ -161,7 +172,12 @@ def _create_triggers(sql: TallySQL, execute: Execute) -> None:
             execute(f"DROP TRIGGER IF EXISTS {name}")
             execute(f"CREATE TRIGGER {name} AFTER {event} WHEN {condition}\nBEGIN\n{statements}END")
             continue
-        statements = "".join(f"  {statement};\n" for statement in body)
+        # IF (...) THEN: PL/pgSQL reads a condition up to its first THEN, a CASE's too.
+        statements = "".join(
+            f"  {statement};\n" if isinstance(statement, str)
+            else f"  IF ({statement[0]}) THEN\n    {statement[1]};\n  END IF;\n"
+            for statement in body
+        )  # fmt: skip
         execute(
             # The schema the database was created in, whatever the writer's search_path
             # (an application's connection inserting runs in its own transaction).
