@@ -103,6 +103,8 @@ class QueueStatements(Compiler):
         self.claim_limited = self._claim_limited(key_rated=False)
         #: claim_limited for a queue that declares a key rate (:key_rate, :key_per).
         self.claim_limited_key_rate = self._claim_limited(key_rated=True)
+        #: claim_limited for a queue that declares no rate: no :fresh_cap, :key_rate.
+        self.claim_limited_unrated = self._claim_unrated()
         self._define_usage()
         self._define_debounce()
 
@@ -181,21 +183,6 @@ class QueueStatements(Compiler):
             .subquery("eligible")
         )
         e = eligible.c
-        y = runs.alias("y")
-        running = (
-            sa.select(sa.func.count())
-            .select_from(y)
-            .where(
-                y.c.queue == bind("queue", r.queue),
-                y.c.status == RUNNING,
-                y.c.lease_until >= at,
-            )
-            .scalar_subquery()
-        )
-        cap = sa.bindparam("cap", type_=sa.Integer)
-        room = sa.func.coalesce(sa.bindparam("concurrency", type_=sa.Integer) - running, cap)
-        # Never negative: SQLite reads LIMIT -1 as no limit.
-        most = sa.case((room < 0, _ZERO), (room < cap, room), else_=cap)
         chosen = (
             sa.select(e.id)
             .where(
@@ -205,8 +192,27 @@ class QueueStatements(Compiler):
                 )
             )
             .order_by(e.priority.desc(), e.created_at)
-            .limit(most)
+            .limit(self._free_slots(at))
         )
+        return self._claiming(chosen, at)
+
+    def _free_slots(self, at: Any) -> Any:
+        """How many runs a claim may take: ``:cap``, or fewer if the queue's free slots
+        (``:concurrency`` less its runs on live leases; NULL for no limit) are fewer."""
+        y = runs.alias("y").c
+        running = (
+            sa.select(sa.func.count())
+            .where(y.queue == bind("queue", runs.c.queue), y.status == RUNNING, y.lease_until >= at)
+            .scalar_subquery()
+        )
+        cap = sa.bindparam("cap", type_=sa.Integer)
+        room = sa.func.coalesce(sa.bindparam("concurrency", type_=sa.Integer) - running, cap)
+        # Never negative: SQLite reads LIMIT -1 as no limit.
+        return sa.case((room < 0, _ZERO), (room < cap, room), else_=cap)
+
+    def _claiming(self, chosen: Any, at: Any) -> Statement:
+        """The claim of the runs *chosen* selects, at the statement's clock *at*."""
+        r = runs.c
         return self.compile(
             sa.update(runs)
             .where(r.id.in_(chosen.scalar_subquery()), r.status == QUEUED)
@@ -223,6 +229,46 @@ class QueueStatements(Compiler):
             )
             .returning(*runs.c)
         )
+
+    def _claim_unrated(self) -> Statement:
+        """``claim_limited`` for a queue without a rate. The head is ranked per key and
+        put in claim order first, and the per-key probe judges it after that, one
+        candidate at a time, so the statement stops at its ``LIMIT``: a probe for each
+        run it claims (or skips), not for each run of the head."""
+        r, at = runs.c, self._statement_now
+        order = (r.priority.desc(), r.created_at)
+        key_limit = sa.func.coalesce(r.key_limit, bind("key_default", r.key_limit))
+        head = (
+            sa.select(r.id, r.priority, r.created_at, r.concurrency_key.label("k"))
+            .add_columns(key_limit.label("bound"))
+            .where(
+                r.status == QUEUED,
+                r.queue == bind("queue", r.queue),
+                self._in_names(r.workflow, "workflows"),
+                self._served(r),
+            )
+            .order_by(*order)
+            .limit(sa.bindparam("scan", type_=sa.Integer))
+            .subquery("head")
+        )
+        h = head.c
+        in_claim_order = (h.priority.desc(), h.created_at)
+        rank = sa.func.row_number().over(partition_by=h.k, order_by=in_claim_order)
+        # Ordered inside, so that the probe outside runs on rows already in claim order.
+        ranked = sa.select(*h, rank.label("rank")).order_by(*in_claim_order).subquery("ranked")
+        c = ranked.c
+        # "+ 0": not the lease index, which SQLite preferred for its range, reading
+        # every running run of the database per probe, but the key index's three columns.
+        running_of_key = _of_key(
+            c.k, "x", lambda x: (x.status == RUNNING, x.lease_until + _ZERO >= at)
+        )
+        chosen = (
+            sa.select(c.id)
+            .where(sa.or_(c.k.is_(None), c.bound.is_(None), c.rank + running_of_key <= c.bound))
+            .order_by(c.priority.desc(), c.created_at)
+            .limit(self._free_slots(at))
+        )
+        return self._claiming(chosen, at)
 
     def _define_usage(self) -> None:
         r, now = runs.c, self._now

@@ -198,9 +198,11 @@ class SQLQueues(SQLBase):
                     now = float(self._execute(session, self._sql.now, {}).fetchone()[0])
                     fresh_cap = queues.allowed(limits, log, now)
                 runs: list[Run] = []
-                claim = self._sql.claim_limited
+                claim = self._sql.claim_limited_unrated
                 if limits.key_rate is not None:
                     claim = self._sql.claim_limited_key_rate
+                elif limits.rate is not None:
+                    claim = self._sql.claim_limited
                 # The first few queued runs; all of them only when those yield nothing
                 # (keys held back at the whole head of the queue; with no free slot the
                 # statement's LIMIT is 0, and it reads nothing either time).
