@@ -124,6 +124,30 @@ def check_key_limits(make: MakeBackend) -> None:
         assert (usage.queued, usage.running) == (4, 5) and usage.keys == {"a": 1, "b": 2, "c": 1}
 
 
+def check_key_limits_hold_across_racing_claimers(make: MakeBackend) -> None:
+    """Round after round of claimers racing, the runs of a round finished before the
+    next: each key's one slot goes to one claimer, never two (on PostgreSQL a claim
+    that is one statement of its own must see the claims committed after it started)."""
+    with _opened(make) as backend:
+        backend.put_queue(Queue(name="q", key_concurrency=1))
+        ids = [f"r{i:02d}" for i in range(24)]
+        for i, run_id in enumerate(ids):
+            backend.create_run(_run(run_id, key=f"k{i % 4}"))
+        for round_ in range(6):
+            got = _race(4, lambda i: _claim(backend, 3, owner=f"{OWNER}-{i}"))
+            claimed = sorted(run_id for batch in got for run_id in batch)
+            running = [
+                run
+                for run in (_get(backend, run_id) for run_id in ids)
+                if run.status is RunStatus.RUNNING
+            ]
+            keys = sorted(str(run.key) for run in running)
+            assert keys == ["k0", "k1", "k2", "k3"], f"round {round_}: {claimed}, keys {keys}"
+            for run in running:
+                assert backend.finish_run(run.id, run.epoch, RunStatus.COMPLETED, output=b"j1")
+        assert _claim(backend) == []
+
+
 def check_rate_window(make: MakeBackend) -> None:
     """No more first starts in any window of ``per`` seconds than the rate allows;
     next_start says when the window lets the next one start; a resumed run is no start."""

@@ -101,6 +101,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     queues.check_concurrency_holds_across_racing_claimers,
     queues.check_a_dead_workers_slot_frees_when_its_lease_expires,
     queues.check_key_limits,
+    queues.check_key_limits_hold_across_racing_claimers,
     queues.check_rate_window,
     queues.check_key_rate_window,
     queues.check_debounce_coalesces_a_burst,

@@ -6,9 +6,9 @@ time the backend (`durable.backends.sql`) sends the compiled text straight to th
 driver. Compiling per call costs more than an fsync-backed commit (see
 docs/performance.md). The statements are grouped by the role of the storage seam they
 serve, one module each: runs.py, continuing.py, history.py, waits.py, inspection.py,
-control.py, schedules.py, queues.py, attributes.py, streams.py and tallies.py, on the shared pieces
-of base.py. Every write is a single statement, so each is its own short transaction
-(but a stream's, see streams.py):
+control.py, schedules.py, queues.py, debounce.py, attributes.py, streams.py and
+tallies.py, on the shared pieces of base.py. Every write is a single statement, so each
+is its own short transaction (but a stream's, see streams.py):
 
 * recording a step is one ``INSERT ... SELECT ... WHERE EXISTS (run at my epoch)
   ON CONFLICT DO UPDATE ... WHERE unfinished``: the fence and the write in one go
@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from .attributes import AttributeStatements
 from .continuing import ContinuingStatements
 from .control import ControlStatements
+from .debounce import DebounceStatements
 from .history import HistoryStatements
 from .inspection import InspectionStatements
 from .queues import QueueStatements
@@ -45,6 +46,7 @@ class Queries(
     ControlStatements,
     ScheduleStatements,
     QueueStatements,
+    DebounceStatements,
     AttributeStatements,
     StreamStatements,
     TallyStatements,

@@ -1,11 +1,14 @@
 """The SQL of queue limits (flow control): stored, and enforced in the claim.
 
 A claim of a queue that declares limits is a transaction of its own (see
-`sql/_queues.py`): it locks the queue's row (``FOR UPDATE`` on PostgreSQL; SQLite's
-``BEGIN IMMEDIATE`` holds the one write lock already), counts the queue's runs that
-hold a slot, and runs ``claim_limited``, whose candidates pass the per-key rule and the
-rate's cap on first starts inside the statement. Every claimer of that queue, on every
-machine, waits for the lock, so each counts what the one before it claimed.
+`sql/_queues.py`): it locks the queue's row (on PostgreSQL by writing it, an update
+that changes nothing; SQLite's ``BEGIN IMMEDIATE`` holds the one write lock already),
+counts the queue's runs that hold a slot, and runs ``claim_limited``, whose candidates
+pass the per-key rule and the rate's cap on first starts inside the statement. Every
+claimer of that queue, on every machine, waits for the lock, so each counts what the
+one before it claimed. A queue without a rate is tried first with ``claim_unlocked``,
+one statement alone that claims only if no claimer came in between (see
+`_claim_unrated`).
 
 Claims of a queue that declares nothing stay one statement, guarded by ``NOT EXISTS``
 its row (`RunStatements.claim_next`): a claim that sees the row goes the locked way.
@@ -18,10 +21,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from durable.backends._protocol.waits import TIMERS
 from durable.backends._schema import queues, runs
 
-from .base import QUEUED, RUNNING, WAITING, Compiler, Statement, bind
+from .base import QUEUED, RUNNING, Compiler, Statement, bind
 
 _ONE: Any = sa.literal_column("1")
 _ZERO: Any = sa.literal_column("0")
@@ -33,6 +35,8 @@ class QueueStatements(Compiler):
     #: from `RunStatements`: the version rules every claim shares.
     _served: Callable[[Any], Any]
     _first_version: Callable[[Any], Any]
+    #: from `DebounceStatements`.
+    _define_debounce: Callable[[], None]
 
     def _define_queues(self) -> None:
         q, r, now = queues.c, runs.c, self._now
@@ -42,8 +46,13 @@ class QueueStatements(Compiler):
             q.key_per,
         )  # fmt: skip
         self.get_queue = self.compile(sa.select(*limits).where(q.name == name))
-        lock = sa.select(*limits).where(q.name == name)
-        self.lock_queue = self.compile(lock.with_for_update() if self.postgres else lock)
+        # PostgreSQL: every claimer of a limited queue writes its row (a new version,
+        # not only a lock), which is how `claim_unlocked` sees that one came after its
+        # snapshot. SQLite's BEGIN IMMEDIATE holds the one write lock already.
+        lock: Any = sa.select(*limits).where(q.name == name)
+        if self.postgres:
+            lock = sa.update(queues).where(q.name == name).values(name=q.name).returning(*limits)
+        self.lock_queue = self.compile(lock)
         by_name = sa.collate(q.name, "C") if self.postgres else q.name
         self.list_queues = self.compile(sa.select(*limits).order_by(by_name))
         declared = ("name", "concurrency", "key_concurrency", "rate", "per", "key_rate", "key_per")
@@ -66,14 +75,19 @@ class QueueStatements(Compiler):
             sa.update(queues).where(q.name == name).values(rate_log=bind("log", q.rate_log))
         )
         # The queue of a run, with its limits, locked: for claim_run.
-        of_run = (
+        of_run: Any = (
             sa.select(*limits, r.queue)
             .select_from(runs.join(queues, q.name == r.queue))
             .where(r.id == bind("id", r.id))
         )
-        self.lock_queue_of_run = self.compile(
-            of_run.with_for_update(of=queues) if self.postgres else of_run
-        )
+        if self.postgres:
+            of_run = (
+                sa.update(queues)
+                .where(q.name == r.queue, r.id == bind("id", r.id))
+                .values(name=q.name)
+                .returning(*limits, r.queue)
+            )
+        self.lock_queue_of_run = self.compile(of_run)
         live = (r.status == RUNNING, r.lease_until >= bind("at", r.lease_until))
         self.count_running = self.compile(
             sa.select(sa.func.count())
@@ -103,8 +117,13 @@ class QueueStatements(Compiler):
         self.claim_limited = self._claim_limited(key_rated=False)
         #: claim_limited for a queue that declares a key rate (:key_rate, :key_per).
         self.claim_limited_key_rate = self._claim_limited(key_rated=True)
+        #: claim_limited for a queue that declares no rate: no :fresh_cap, :key_rate.
+        self.claim_limited_unrated = self._claim_unrated(unlocked=False)
+        #: claim_limited_unrated in one statement of its own, reading the limits itself
+        #: (see `_claim_unrated`): no rows if it may not (or nothing is queued).
+        self.claim_unlocked = self._claim_unrated(unlocked=True)
         self._define_usage()
-        self._define_debounce()
+        self._define_debounce()  # debounce.py
 
     def _claim_limited(self, *, key_rated: bool) -> Statement:
         """``claim_limited``: `durable.core.queues.choose` in SQL, and the claim, in one
@@ -181,21 +200,6 @@ class QueueStatements(Compiler):
             .subquery("eligible")
         )
         e = eligible.c
-        y = runs.alias("y")
-        running = (
-            sa.select(sa.func.count())
-            .select_from(y)
-            .where(
-                y.c.queue == bind("queue", r.queue),
-                y.c.status == RUNNING,
-                y.c.lease_until >= at,
-            )
-            .scalar_subquery()
-        )
-        cap = sa.bindparam("cap", type_=sa.Integer)
-        room = sa.func.coalesce(sa.bindparam("concurrency", type_=sa.Integer) - running, cap)
-        # Never negative: SQLite reads LIMIT -1 as no limit.
-        most = sa.case((room < 0, _ZERO), (room < cap, room), else_=cap)
         chosen = (
             sa.select(e.id)
             .where(
@@ -205,11 +209,32 @@ class QueueStatements(Compiler):
                 )
             )
             .order_by(e.priority.desc(), e.created_at)
-            .limit(most)
+            .limit(self._free_slots(at))
         )
+        return self._claiming(chosen, at)
+
+    def _free_slots(self, at: Any, concurrency: Any = None) -> Any:
+        """How many runs a claim may take: ``:cap``, or fewer if the queue's free slots
+        (``:concurrency`` less its runs on live leases; NULL for no limit) are fewer."""
+        if concurrency is None:
+            concurrency = sa.bindparam("concurrency", type_=sa.Integer)
+        y = runs.alias("y").c
+        running = (
+            sa.select(sa.func.count())
+            .where(y.queue == bind("queue", runs.c.queue), y.status == RUNNING, y.lease_until >= at)
+            .scalar_subquery()
+        )
+        cap = sa.bindparam("cap", type_=sa.Integer)
+        room = sa.func.coalesce(concurrency - running, cap)
+        # Never negative: SQLite reads LIMIT -1 as no limit.
+        return sa.case((room < 0, _ZERO), (room < cap, room), else_=cap)
+
+    def _claiming(self, chosen: Any, at: Any, *guard: Any) -> Statement:
+        """The claim of the runs *chosen* selects, at the statement's clock *at*."""
+        r = runs.c
         return self.compile(
             sa.update(runs)
-            .where(r.id.in_(chosen.scalar_subquery()), r.status == QUEUED)
+            .where(r.id.in_(chosen.scalar_subquery()), r.status == QUEUED, *guard)
             .values(
                 status=RUNNING,
                 epoch=r.epoch + sa.literal_column("1"),
@@ -223,6 +248,80 @@ class QueueStatements(Compiler):
             )
             .returning(*runs.c)
         )
+
+    def _claim_unrated(self, *, unlocked: bool) -> Statement:
+        """``claim_limited`` for a queue without a rate. The head is ranked per key and
+        put in claim order first, and the per-key probe judges it after that, one
+        candidate at a time, so the statement stops at its ``LIMIT``: a probe for each
+        run it claims (or skips), not for each run of the head.
+
+        *unlocked*: a statement alone (no transaction, no lock taken before it) that
+        reads the queue's limits itself and claims only if the queue declares no rate.
+        SQLite: its write lock, taken as the statement starts, serializes it. PostgreSQL:
+        its snapshot is taken before it could lock the queue's row, so it writes that
+        row only if no one has since the snapshot (its ``xmin`` unchanged: a claimer
+        that committed after it wrote a newer version, and one still at work holds the
+        row, so this waits and then finds the newer version), and claims nothing
+        otherwise; every other claimer writes the row too (``lock_queue``)."""
+        r, at = runs.c, self._statement_now
+        order = (r.priority.desc(), r.created_at)
+        q = queues.c
+        name = bind("queue", r.queue)
+        key_default: Any = bind("key_default", r.key_limit)
+        concurrency: Any = None
+        guard: list[Any] = []
+        if unlocked:
+            key_default = sa.select(q.key_concurrency).where(q.name == name).scalar_subquery()
+            concurrency = sa.select(q.concurrency).where(q.name == name).scalar_subquery()
+            unrated = (q.name == name, q.rate.is_(None), q.key_rate.is_(None))
+            if self.postgres:
+                seen = queues.alias("seen")
+                version: Any = sa.select(sa.literal_column("seen.xmin")).where(seen.c.name == name)
+                taken = (
+                    sa.update(queues)
+                    .where(
+                        *unrated,
+                        sa.literal_column("durable_queues.xmin") == version.scalar_subquery(),
+                    )
+                    .values(name=q.name)
+                    .returning(q.name)
+                    .cte("taken")
+                )
+                guard.append(sa.exists(sa.select(taken.c.name)))
+            else:
+                guard.append(sa.exists().where(*unrated))
+        key_limit = sa.func.coalesce(r.key_limit, key_default)
+        head = (
+            sa.select(r.id, r.priority, r.created_at, r.concurrency_key.label("k"))
+            .add_columns(key_limit.label("bound"))
+            .where(
+                r.status == QUEUED,
+                r.queue == bind("queue", r.queue),
+                self._in_names(r.workflow, "workflows"),
+                self._served(r),
+            )
+            .order_by(*order)
+            .limit(sa.bindparam("scan", type_=sa.Integer))
+            .subquery("head")
+        )
+        h = head.c
+        in_claim_order = (h.priority.desc(), h.created_at)
+        rank = sa.func.row_number().over(partition_by=h.k, order_by=in_claim_order)
+        # Ordered inside, so that the probe outside runs on rows already in claim order.
+        ranked = sa.select(*h, rank.label("rank")).order_by(*in_claim_order).subquery("ranked")
+        c = ranked.c
+        # "+ 0": not the lease index, which SQLite preferred for its range, reading
+        # every running run of the database per probe, but the key index's three columns.
+        running_of_key = _of_key(
+            c.k, "x", lambda x: (x.status == RUNNING, x.lease_until + _ZERO >= at)
+        )
+        chosen = (
+            sa.select(c.id)
+            .where(sa.or_(c.k.is_(None), c.bound.is_(None), c.rank + running_of_key <= c.bound))
+            .order_by(c.priority.desc(), c.created_at)
+            .limit(self._free_slots(at, concurrency))
+        )
+        return self._claiming(chosen, at, *guard)
 
     def _define_usage(self) -> None:
         r, now = runs.c, self._now
@@ -245,61 +344,6 @@ class QueueStatements(Compiler):
             sa.select(r.queue, r.concurrency_key, sa.func.count())
             .where(r.concurrency_key.is_not(None), r.status == RUNNING, r.lease_until >= now)
             .group_by(r.queue, r.concurrency_key)
-        )
-
-    def _define_debounce(self) -> None:
-        """``debounce``: an upsert on the unique index of (workflow, debounce_key). A
-        conflict with the pending run updates it; a conflict with a run that has
-        started (or ended) changes nothing and returns no row: ``undebounce`` frees its
-        key, and the upsert runs again."""
-        r, now = runs.c, self._now
-        insert = self._insert(runs).values(
-            id=bind("id", r.id),
-            workflow=bind("workflow", r.workflow),
-            status=WAITING,
-            input=bind("input", r.input),
-            call_hash=bind("call_hash", r.call_hash),
-            epoch=sa.literal_column("0"),
-            recoveries=sa.literal_column("0"),
-            created_at=now,
-            updated_at=now,
-            queue=bind("queue", r.queue),
-            priority=bind("priority", r.priority),
-            cancel_requested=sa.literal_column("0"),
-            wake_at=now + bind("window", r.wake_at),
-            deadline_at=now + bind("timeout", r.deadline_at),
-            concurrency_key=bind("key", r.concurrency_key),
-            key_limit=bind("key_limit", r.key_limit),
-            debounce_key=bind("key", r.debounce_key),
-            version=bind("version", r.version),
-            trace_context=bind("trace_context", r.trace_context),
-            event_schemas=bind("event_schemas", r.event_schemas),
-        )
-        pushed = insert.excluded.wake_at
-        cap = r.created_at + bind("longest", r.wake_at)
-        upsert = insert.on_conflict_do_update(
-            index_elements=[r.workflow, r.debounce_key],
-            index_where=r.debounce_key.is_not(None),
-            set_={
-                "input": insert.excluded.input,
-                "call_hash": insert.excluded.call_hash,
-                "priority": insert.excluded.priority,
-                "key_limit": insert.excluded.key_limit,
-                "updated_at": insert.excluded.updated_at,
-                "wake_at": sa.case((pushed < cap, pushed), else_=cap),
-            },
-            where=sa.and_(r.status == WAITING, r.started_at.is_(None), r.waiting_on.is_(None)),
-        )
-        self.debounce = self.compile(
-            self._notifying(upsert, sa.literal_column(f"'{TIMERS}'", sa.Text), *runs.c)
-        )
-        self.undebounce = self.compile(
-            sa.update(runs)
-            .where(
-                r.workflow == bind("workflow", r.workflow),
-                r.debounce_key == bind("key", r.debounce_key),
-            )
-            .values(debounce_key=sa.null())
         )
 
 

@@ -129,6 +129,7 @@ class SQLBackend(
         # SQLite takes lists as JSON arrays (json_each); psycopg adapts Python lists.
         self._names = json.dumps if kind == "sqlite" else list
         self._limited, self._unlimited_until, self._with_rows = set(), {}, set()
+        self._rated: set[str] = set()
         try:
             self._migrate()
         except BaseException:

@@ -40,6 +40,8 @@ class SQLQueues(SQLBase):
     _unlimited_until: dict[str, float]
     #: queues whose row exists (a run with its own key limit makes sure of it).
     _with_rows: set[str]
+    #: limited queues last seen to declare a rate (their claims take the lock first).
+    _rated: set[str]
 
     def put_queue(self, queue: Queue) -> Queue:
         """See `QueueStore.put_queue`."""
@@ -184,6 +186,23 @@ class SQLQueues(SQLBase):
         no row after all (then the plain claim applies). *versions*: the claim's
         ``version`` and ``only`` parameters (see `claim_next`)."""
         names = self._names(list(workflows))
+        if queue not in self._rated:
+            # One statement that needs no lock (see `claim_unlocked`); none claimed: a
+            # rate declared since, a claimer in between, or nothing queued: locked way.
+            values = {
+                "owner": owner, "lease": lease, "queue": queue, "workflows": names,
+                "cap": limit, "scan": 4 * limit + 64, **versions,
+            }  # fmt: skip
+            rows = self._db.run(
+                f"Claiming queued runs of {queue!r}",
+                lambda conn, retried: (
+                    []
+                    if retried
+                    else self._execute(conn, self._sql.claim_unlocked, values).fetchall()
+                ),
+            )
+            if rows:
+                return [_rows.run(row) for row in rows]
 
         def body(session: Session, retried: bool) -> list[Run] | None:
             if retried:  # see claim_next: a claim that committed unseen is not retried
@@ -193,14 +212,20 @@ class SQLQueues(SQLBase):
                 if row is None:
                     return None
                 limits, log = _queue(row), queues.unpack(row[5])
+                if limits.rate is None and limits.key_rate is None:
+                    self._rated.discard(queue)
+                else:
+                    self._rated.add(queue)
                 fresh_cap = queues.LIMIT_MAX
                 if limits.rate is not None:
                     now = float(self._execute(session, self._sql.now, {}).fetchone()[0])
                     fresh_cap = queues.allowed(limits, log, now)
                 runs: list[Run] = []
-                claim = self._sql.claim_limited
+                claim = self._sql.claim_limited_unrated
                 if limits.key_rate is not None:
                     claim = self._sql.claim_limited_key_rate
+                elif limits.rate is not None:
+                    claim = self._sql.claim_limited
                 # The first few queued runs; all of them only when those yield nothing
                 # (keys held back at the whole head of the queue; with no free slot the
                 # statement's LIMIT is 0, and it reads nothing either time).
