@@ -88,6 +88,7 @@ SQL_FILES = (
     "backends/_tally_sql.py",
     "backends/_migrations.py",
     "backends/_statements/queues.py",
+    "backends/_statements/debounce.py",
     "backends/_statements/__init__.py",
     "backends/_statements/base.py",
     "backends/_statements/runs.py",
