@@ -61,6 +61,16 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = PATIENCE) -
         time.sleep(0.05)
 
 
+def forget_earlier_pages(driver: WebDriver) -> None:
+    """Leave whatever page an earlier test left open, then drop what the browser logged.
+
+    The earlier page's scripts go on running until the browser leaves it: a dashboard
+    whose server that test has stopped logs a refused request at its next poll, and
+    one logged after the log was read would count against the next test."""
+    driver.get("about:blank")
+    driver.get_log("browser")
+
+
 @pytest.fixture(scope="session")
 def driver() -> Iterator[WebDriver]:
     """One headless Chromium for the whole suite."""
@@ -275,7 +285,7 @@ def page(driver: WebDriver, dashboard: Dashboard) -> Iterator[Page]:
     """The browser, signed in to the dashboard; the test fails if the page logged an
     error (a script error, a request refused, a Content-Security-Policy violation)."""
     browser = Page(driver, dashboard)
-    driver.get_log("browser")  # drop what earlier tests left
+    forget_earlier_pages(driver)
     browser.login()
     yield browser
     errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.browser import overview_seed as seed
-from tests.browser.conftest import Dashboard, Page
+from tests.browser.conftest import Dashboard, Page, forget_earlier_pages
 
 pytestmark = pytest.mark.browser
 
@@ -29,7 +29,7 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
 def page(driver: Any, board: Dashboard) -> Iterator[Page]:
     """The browser signed in to the seeded dashboard; no page may log an error."""
     browser = Page(driver, board)
-    driver.get_log("browser")
+    forget_earlier_pages(driver)
     browser.login()
     yield browser
     errors = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
