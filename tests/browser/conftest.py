@@ -222,8 +222,31 @@ class Page:
 
         return self.driver.find_elements(By.CSS_SELECTOR, selector)
 
+    def on(self, selector: str, act: Callable[[WebElement], Any]) -> Any:
+        """Find *selector* and *act* on it; if the page redrew the element in between
+        (live updates and polls replace rows and charts), find it again and act again.
+        A click on an element that went stale was not delivered, so retrying is safe."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        deadline = time.monotonic() + PATIENCE
+        while True:
+            try:
+                return act(self.find(selector))
+            except StaleElementReferenceException:
+                if time.monotonic() > deadline:
+                    raise
+
+    def click(self, selector: str) -> None:
+        self.on(selector, lambda element: element.click())
+
     def text(self, selector: str) -> str:
-        return str(self.find(selector).text)
+        return str(self.on(selector, lambda element: element.text))
+
+    def displayed(self, selector: str) -> bool:
+        return bool(self.on(selector, lambda element: element.is_displayed()))
+
+    def attribute(self, selector: str, name: str) -> str | None:
+        return self.on(selector, lambda element: element.get_attribute(name))  # type: ignore[no-any-return]
 
     def facts(self, selector: str) -> dict[str, str]:
         """The label -> value pairs of the <dl> at *selector*."""
@@ -263,7 +286,7 @@ class Page:
     def confirm(self) -> None:
         """Accept the confirmation dialog that an action opened."""
         self.wait_js("document.querySelector('#confirm').open", "the confirmation dialog")
-        self.find("#confirm-yes").click()
+        self.click("#confirm-yes")
         self.wait_js("!document.querySelector('#confirm').open", "the dialog to close")
 
     def screenshot(self, path: Path) -> None:

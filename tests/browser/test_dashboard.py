@@ -115,11 +115,11 @@ def test_completed_run_draws_parallel_steps_and_a_child(page: Page, dashboard: D
     assert page.finds("#run-family a")[0].text.startswith("order-ok")
     assert len(page.finds("#timeline-box rect.bar")) == 4
     assert len(page.finds("#history-body tr")) == 4
-    assert page.find("#cancel-run").is_displayed() is False
-    assert page.find("#retry-run").is_displayed() is False
-    assert page.find("#event-form").is_displayed() is False
+    assert page.displayed("#cancel-run") is False
+    assert page.displayed("#retry-run") is False
+    assert page.displayed("#event-form") is False
 
-    page.find("#run-family a").click()
+    page.click("#run-family a")
     page.wait_js("document.querySelector('#run-id').textContent === 'order-ok/3'", "the child")
     page.wait_js("document.querySelector('g.node[data-id=\"end\"]') !== null", "its graph")
     assert page.text("#run-status") == "completed"
@@ -135,8 +135,8 @@ def test_failed_run_is_red_and_offers_retry(page: Page) -> None:
     assert page.nodes()["end"]["state"] == "failed"
     assert "ValueError: card declined for o-2" in page.text("#run-error")
     assert "Traceback" in page.js("return document.querySelector('#run-traceback').textContent")
-    assert page.find("#retry-run").is_displayed()
-    assert not page.find("#cancel-run").is_displayed()
+    assert page.displayed("#retry-run")
+    assert not page.displayed("#cancel-run")
 
 
 def test_clicking_a_box_opens_its_details(page: Page) -> None:
@@ -156,10 +156,10 @@ def test_clicking_a_box_opens_its_details(page: Page) -> None:
     page.node(0).click()
     page.wait_js("document.querySelector('#panel').dataset.position === '0'", "another box")
     assert '"items": 2' in page.text("#panel-output")
-    assert not page.find("#panel-error-box").is_displayed()
+    assert not page.displayed("#panel-error-box")
     page.wait_js("document.querySelector('#panel-stats').textContent.includes('100.0 %')", "stats")
-    page.find("#panel-close").click()
-    assert not page.find("#panel").is_displayed()
+    page.click("#panel-close")
+    assert not page.displayed("#panel")
 
 
 def test_waiting_run_is_yellow_with_an_event_form(page: Page) -> None:
@@ -169,9 +169,9 @@ def test_waiting_run_is_yellow_with_an_event_form(page: Page) -> None:
     assert_box(page, "p1", "ready", kind="event")
     assert page.nodes()["p1"]["shape"] == "event"
     assert 'Waiting for the event "approval"' in page.text("#run-waiting")
-    assert page.find("#event-form").is_displayed()
-    assert page.find("#event-name").get_attribute("value") == "approval"
-    assert page.find("#cancel-run").is_displayed()
+    assert page.displayed("#event-form")
+    assert page.attribute("#event-name", "value") == "approval"
+    assert page.displayed("#cancel-run")
 
 
 def test_running_run_is_blue_with_expected_steps_dashed(page: Page) -> None:
@@ -182,8 +182,8 @@ def test_running_run_is_blue_with_expected_steps_dashed(page: Page) -> None:
     assert_box(page, "p1", "running")
     assert_box(page, "p2", "not-reached", kind="task")
     assert page.text('g.node[data-id="p1"] .label') == "hold"
-    assert page.find("#cancel-run").is_displayed()
-    assert not page.find("#retry-run").is_displayed()
+    assert page.displayed("#cancel-run")
+    assert not page.displayed("#retry-run")
 
 
 def test_a_running_task_with_progress_shows_its_bar_and_percentage(
@@ -201,8 +201,7 @@ def test_a_running_task_with_progress_shows_its_bar_and_percentage(
     )
     assert bar.get_attribute("data-progress") == "0.4"
     track, fill = (
-        float(page.find(f"{box} rect.progress-{part}").get_attribute("width"))
-        for part in ("track", "bar")
+        float(page.attribute(f"{box} rect.progress-{part}", "width")) for part in ("track", "bar")
     )
     assert fill == pytest.approx(0.4 * track, abs=0.1)
     assert page.text(f"{box} .detail") == "40%"
@@ -214,7 +213,7 @@ def test_a_running_task_with_progress_shows_its_bar_and_percentage(
     assert (facts["Status"], facts["Attempts"], facts["Progress"]) == ("running", "1", "40 %")
     assert facts["Heartbeat"][:4].isdigit()
     assert re.fullmatch(r"\d+ ms|\d+\.\d s|\d+m \d\ds", facts["Elapsed"]), facts["Elapsed"]
-    assert page.find("#panel-details-box").is_displayed()
+    assert page.displayed("#panel-details-box")
     assert '"done": 40' in page.text("#panel-details")
 
     dashboard.release(run_id)
@@ -260,8 +259,8 @@ def test_a_timed_out_run_has_its_own_colour(page: Page, dashboard: Dashboard) ->
     assert "WorkflowTimeout" in page.text("#run-error")
     assert page.text('g.node[data-id="p1"] .label') == "timed out"
     assert page.nodes()["end"]["state"] == "failed"
-    assert not page.find("#retry-run").is_displayed()
-    assert not page.find("#cancel-run").is_displayed()
+    assert not page.displayed("#retry-run")
+    assert not page.displayed("#cancel-run")
 
     from selenium.webdriver.support.ui import Select
 
@@ -281,17 +280,17 @@ def test_event_form_resumes_the_waiting_run(page: Page, dashboard: Dashboard) ->
     page.open_run(run_id)
     page.find("#event-data").clear()
     page.find("#event-data").send_keys("{approved: yes")
-    page.find("#event-send").click()
+    page.click("#event-send")
     page.wait_js("!document.querySelector('#event-error').hidden", "the JSON error")
     assert "not valid JSON" in page.text("#event-error")
     assert not page.js("return document.querySelector('#confirm').open")
 
-    page.find("#event-approve").click()
-    assert page.find("#event-data").get_attribute("value") == '{"approved":true}'
-    assert not page.find("#event-error").is_displayed()
+    page.click("#event-approve")
+    assert page.attribute("#event-data", "value") == '{"approved":true}'
+    assert not page.displayed("#event-error")
     page.find("#event-sender").clear()
     page.find("#event-sender").send_keys("alice")
-    page.find("#event-send").click()
+    page.click("#event-send")
     page.confirm()
 
     dashboard.wait_status(run_id, "completed")
@@ -310,7 +309,7 @@ def test_cancel_button_cancels_the_running_run(page: Page, dashboard: Dashboard)
     """Cancel asks first, records who asked, and the run ends cancelled (grey)."""
     run_id = dashboard.running_run("order-running-cancel")
     page.open_run(run_id)
-    page.find("#cancel-run").click()
+    page.click("#cancel-run")
     page.wait_js("document.querySelector('#confirm').open", "the confirmation dialog")
     page.find("#confirm-actor").clear()
     page.find("#confirm-actor").send_keys("bob")
@@ -327,7 +326,7 @@ def test_cancel_button_cancels_the_running_run(page: Page, dashboard: Dashboard)
     cancelled = [key for key, node in page.nodes().items() if node["state"] == "cancelled"]
     assert "end" in cancelled and len(cancelled) == 2
     assert_box(page, next(key for key in cancelled if key != "end"), "cancelled")
-    assert not page.find("#cancel-run").is_displayed()
+    assert not page.displayed("#cancel-run")
 
 
 def test_retry_button_runs_the_failed_step_again(page: Page, dashboard: Dashboard) -> None:
@@ -338,7 +337,7 @@ def test_retry_button_runs_the_failed_step_again(page: Page, dashboard: Dashboar
     page.open_run(run_id)
     assert_box(page, "p1", "failed")
     wf.ACCEPTED.add("o-retry")
-    page.find("#retry-run").click()
+    page.click("#retry-run")
     page.confirm()
     dashboard.wait_status(run_id, "completed")
     page.wait_js("document.querySelector('#run-status').textContent === 'completed'", "refresh")
@@ -357,7 +356,7 @@ def test_markup_in_ids_and_payloads_renders_as_text(page: Page, dashboard: Dashb
     page.find("#filters input[name=search]").send_keys("xss-")
     page.wait_js("document.querySelectorAll('#runs-body tr').length === 1", "the search")
     assert page.text("#runs-body a") == run_id
-    page.find("#runs-body a").click()
+    page.click("#runs-body a")
     page.wait_js(f"document.querySelector('#run-id').textContent === {run_id!r}", "the run")
     page.wait_js("document.querySelector('#run-input').textContent.includes('onerror')", "input")
     assert markup in page.text("#run-output")

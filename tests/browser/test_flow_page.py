@@ -137,7 +137,7 @@ def box_status_is(page: Page, task: str, status: str) -> None:
 
 
 def click_box(page: Page, task: str) -> None:
-    page.find(f'g.task[data-name="{task}"]').click()
+    page.click(f'g.task[data-name="{task}"]')
     page.wait_js(
         f"!document.querySelector('#flow-panel').hidden && "
         f"document.querySelector('#flow-panel').dataset.task === '{task}'",
@@ -184,22 +184,22 @@ def test_the_dag_renders_with_arrows_and_colours(
         # live: a status that changes is repainted in place (the <g> stays the same)
         before = page.find('g.task[data-name="build"]')
         marker.write_text("fixed")
-        page.find('g.task[data-name="unit"]').click()
+        page.click('g.task[data-name="unit"]')
         page.wait_js("!document.querySelector('#task-restart').hidden", "the Restart button")
-        page.find("#task-restart").click()
+        page.click("#task-restart")
         page.confirm()
         box_status_is(page, "unit", "finished")
         assert page.find('g.task[data-name="build"]') == before
         assert boxes(page)["unit"]["fill"] == FILLS["finished"]
         # a running command offers Kill (not Restart), and killed is drawn as such
         click_box(page, "docs")
-        assert page.find("#task-kill").is_displayed()
-        assert not page.find("#task-restart").is_displayed()
-        page.find("#task-kill").click()
+        assert page.displayed("#task-kill")
+        assert not page.displayed("#task-restart")
+        page.click("#task-kill")
         page.confirm()
         box_status_is(page, "docs", "killed")
         assert boxes(page)["docs"]["fill"] == FILLS["killed"]
-        assert page.find("#task-restart").is_displayed()
+        assert page.displayed("#task-restart")
         assert statuses(dashboard, flow_id)["docs"] == "killed"
     finally:
         Path(f"{marker}.docs").write_text("go")
@@ -221,11 +221,11 @@ def test_restart_a_failed_box_from_its_panel(
     assert facts["Command"].startswith("sh -c ")
     page.wait_js("document.querySelector('#task-log').textContent.includes('no marker here')",
                  "the log tail")  # fmt: skip
-    assert page.find("#task-restart").is_displayed()
-    assert not page.find("#task-kill").is_displayed()
-    assert not page.find("#task-form").is_displayed()
+    assert page.displayed("#task-restart")
+    assert not page.displayed("#task-kill")
+    assert not page.displayed("#task-form")
     marker.write_text("fixed")
-    page.find("#task-restart").click()
+    page.click("#task-restart")
     page.confirm()
     box_status_is(page, "unit", "finished")
     view = durable.flows.view(flow_id, engine=dashboard.engine)
@@ -265,9 +265,9 @@ def test_the_human_form_completes_the_task(
     )
     assert fields == [["approved", "checkbox"], ["score", "number"], ["notes", "text"]]
     assert "(optional)" in page.find("#task-form-fields label:nth-child(3)").text
-    assert not page.find("#task-restart").is_displayed()
+    assert not page.displayed("#task-restart")
 
-    page.find("#task-done").click()  # score left empty: the API names it
+    page.click("#task-done")  # score left empty: the API names it
     page.confirm()
     error = page.wait_js(
         "!document.querySelector('#flow-panel-error').hidden &&"
@@ -278,9 +278,9 @@ def test_the_human_form_completes_the_task(
     logged = [e["message"] for e in page.driver.get_log("browser") if e["level"] == "SEVERE"]
     assert logged and all("/ui_check/done" in line and "400" in line for line in logged)
 
-    page.find('#task-form-fields input[name="approved"]').click()
+    page.click('#task-form-fields input[name="approved"]')
     page.find('#task-form-fields input[name="score"]').send_keys("7")
-    page.find("#task-done").click()
+    page.click("#task-done")
     page.wait_js("document.querySelector('#confirm').open", "the confirmation dialog")
     page.find("#confirm-actor").clear()
     page.find("#confirm-actor").send_keys("Quinn")
@@ -291,7 +291,7 @@ def test_the_human_form_completes_the_task(
     view = durable.flows.view(flow_id, engine=dashboard.engine)
     answered = next(task for task in view["tasks"] if task["name"] == "ui_check")
     assert answered["data"] == {"approved": True, "score": 7} and answered["by"] == "Quinn"
-    assert not page.find("#task-form").is_displayed()
+    assert not page.displayed("#task-form")
     assert page.facts("#flow-panel-facts")["Answered by"] == "Quinn"
 
 
@@ -319,7 +319,7 @@ def test_a_nested_flow_opens_into_its_own_graph(
     assert boxes(page)["sub"]["kind"] == "flow"
     assert page.find('g.task[data-name="sub"] rect.inner') is not None
     click_box(page, "sub")
-    page.find("#task-subflow").click()
+    page.click("#task-subflow")
     page.wait_js(
         "document.querySelector('#flow-name').textContent === 'inner' &&"
         " document.querySelectorAll('g.task').length === 2",
@@ -350,9 +350,9 @@ def test_a_thousand_task_flow_renders_and_stays_usable(
     flow_id = start(dashboard, files, "".join(lines), "etl")
     wait_statuses(dashboard, flow_id, t0="waiting")
     open_flow(page, flow_id)
-    rendered = float(page.find("#flow-graph-box").get_attribute("data-navigation-ms"))
-    mounted = float(page.find("#flow-graph-box").get_attribute("data-rendered-ms"))
-    built = float(page.find("#flow-graph-box").get_attribute("data-build-ms"))
+    rendered = float(page.attribute("#flow-graph-box", "data-navigation-ms"))
+    mounted = float(page.attribute("#flow-graph-box", "data-rendered-ms"))
+    built = float(page.attribute("#flow-graph-box", "data-build-ms"))
     print(
         f"\n1,000-task flow ({edges} dependencies): boxes drawn {rendered:.0f} ms after "
         f"navigation ({mounted:.0f} ms after the page mounted, {built:.0f} ms building)"
@@ -371,7 +371,7 @@ def test_a_thousand_task_flow_renders_and_stays_usable(
     opened = page.js("return performance.now();") - started
     print(f"a click on a box opened its panel in {opened:.0f} ms")
     assert opened < 2_000
-    assert page.find('g.task[data-name="t500"]').get_attribute("class").endswith("selected")
+    assert page.attribute('g.task[data-name="t500"]', "class").endswith("selected")
     page.find("body").send_keys(Keys.ESCAPE)
     page.wait_js("document.querySelector('#flow-panel').hidden", "Escape to close the panel")
-    assert "selected" not in page.find('g.task[data-name="t500"]').get_attribute("class")
+    assert "selected" not in page.attribute('g.task[data-name="t500"]', "class")

@@ -19,7 +19,7 @@ def fork_button(page: Page, position: int) -> str:
 
 def click_fork(page: Page, position: int, actor: str | None = None) -> None:
     page.wait_js(f'document.querySelector("{fork_button(page, position)}") !== null', "the row")
-    page.find(fork_button(page, position)).click()
+    page.click(fork_button(page, position))
     page.wait_js("document.querySelector('#confirm').open", "the confirmation dialog")
     assert f"from step #{position}" in page.text("#confirm-text")
     if actor is not None:

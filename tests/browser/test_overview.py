@@ -76,7 +76,7 @@ def test_counts_and_attention_cards_equal_the_database(page: Page, board: Dashbo
     """Each status count is the number of runs the table holds in it (ended statuses:
     created since the window the page states); blocked and dead cards too."""
     open_overview(page)
-    since = page.find("#ov-since").get_attribute("title")
+    since = page.attribute("#ov-since", "title")
     assert since is not None
     shown = dict(
         page.js(
@@ -99,7 +99,7 @@ def test_counts_and_attention_cards_equal_the_database(page: Page, board: Dashbo
     assert blocked.get_attribute("data-count") == "1" and blocked.text.endswith("1 blocked run")
     assert "durable check" in page.text("#ov-advice")
     dead = seed.expected_status_count(board, "dead", None)
-    assert page.find("#ov-dead").get_attribute("data-count") == str(dead) and dead > 0
+    assert page.attribute("#ov-dead", "data-count") == str(dead) and dead > 0
 
 
 def test_charts_are_drawn_and_every_bar_equals_the_database(page: Page, board: Dashboard) -> None:
@@ -191,13 +191,13 @@ def wf_name(function: str) -> str:
 def test_clicking_a_count_lists_exactly_its_runs(page: Page, board: Dashboard) -> None:
     """The failed count opens the list of failed runs created since the counts' window."""
     open_overview(page)
-    since = page.find("#ov-since").get_attribute("title")
+    since = page.attribute("#ov-since", "title")
     assert since is not None
-    page.find('#ov-counts a[data-status="failed"]').click()
+    page.click('#ov-counts a[data-status="failed"]')
     page.wait_js("location.hash.startsWith('#/runs?status=failed')", "the runs list")
     expected = seed.expected_ids(board, statuses=("failed",), since=seed.epoch(since))
     assert listed(page) == expected and expected
-    assert page.find("#nav-runs").get_attribute("aria-current") == "page"
+    assert page.attribute("#nav-runs", "aria-current") == "page"
     assert page.js("return document.querySelector('#filters').elements.status.value") == "failed"
 
 
@@ -208,7 +208,7 @@ def test_clicking_a_bar_lists_exactly_its_runs(page: Page, board: Dashboard) -> 
     failed = [bar for bar in bars(page, "#ov-hours") if bar["series"] == "failed"]
     tallest = max(failed, key=lambda bar: bar["value"])
     selector = f'#ov-hours a.bar[data-series="failed"][data-at="{tallest["at"]}"]'
-    page.find(selector).click()
+    page.click(selector)
     page.wait_js("location.hash.startsWith('#/runs?')", "the runs list")
     start = seed.epoch(tallest["at"])
     expected = seed.expected_ids(board, statuses=seed.FAILED, since=start, until=start + 3600)

@@ -18,7 +18,7 @@ PAUSED = "rgb(196, 181, 253)"
 
 
 def shown(page: Page, button: str) -> bool:
-    return bool(page.find(f"#{button}-run").is_displayed())
+    return bool(page.displayed(f"#{button}-run"))
 
 
 def buttons(page: Page) -> dict[str, bool]:
@@ -31,7 +31,7 @@ def status_is(page: Page, status: str) -> None:
 
 def click(page: Page, button: str, actor: str | None = None) -> None:
     """Click an action button and confirm its dialog (as *actor*, if given)."""
-    page.find(f"#{button}-run").click()
+    page.click(f"#{button}-run")
     page.wait_js("document.querySelector('#confirm').open", "the confirmation dialog")
     if actor is not None:
         page.find("#confirm-actor").clear()
@@ -97,7 +97,7 @@ def test_a_cancelled_run_offers_resume(page: Page, dashboard: Dashboard) -> None
     dashboard.wait_status(run_id, "cancelled")
     page.open_run(run_id)
     assert buttons(page) == {"pause": False, "resume": True, "cancel": False, "retry": False}
-    page.find("#resume-run").click()
+    page.click("#resume-run")
     page.wait_js("document.querySelector('#confirm').open", "the confirmation dialog")
     assert "as if it had not been cancelled" in page.text("#confirm-text")
     page.confirm()

@@ -71,12 +71,12 @@ def test_the_nav_link_opens_the_queues_page(page: Page, dashboard: Dashboard) ->
     claimed = keyed_runs(dashboard, "page-mail", "tenant-x", "tenant-x", "tenant-y", None)
     assert claimed == ["page-mail-0", "page-mail-2"]  # a slot each for tenant-x and tenant-y
     page.open("#/")
-    page.find("#nav-queues").click()
+    page.click("#nav-queues")
     selector = row(page, "page-mail")
     assert page.driver.current_url.endswith("#/queues")
-    assert page.find("#nav-queues").get_attribute("aria-current") == "page"
+    assert page.attribute("#nav-queues", "aria-current") == "page"
     for other in ("#nav-runs", "#nav-schedules"):
-        assert page.find(other).get_attribute("aria-current") is None
+        assert page.attribute(other, "aria-current") is None
     headers = page.js(
         "return Array.from(document.querySelectorAll('#queues-table th'))"
         ".map(th => th.textContent);"
@@ -86,10 +86,10 @@ def test_the_nav_link_opens_the_queues_page(page: Page, dashboard: Dashboard) ->
     name, queued, running, limit, key_limit, rate, oldest, _ = cells(page, selector)
     assert (name, queued, running, limit, key_limit) == ("page-mail", "2", "2", "2", "1")
     assert rate == "50 per 0:01:00" and oldest != "—"
-    title = page.find(f"{selector} td:nth-child(7)").get_attribute("title")
+    title = page.attribute(f"{selector} td:nth-child(7)", "title")
     assert title is not None and title.startswith("since ")
     assert keys(page, selector) == ["tenant-x=1", "tenant-y=1"]
-    assert page.find(selector).get_attribute("data-full") == "true"
+    assert page.attribute(selector, "data-full") == "true"
 
     # the default queue (the dashboard's runs) has no limits: dashes, not "null"
     default = cells(page, row(page, "default"))
@@ -106,7 +106,7 @@ def test_keys_are_text_and_the_page_follows_the_runs(page: Page, dashboard: Dash
     assert keys(page, selector) == [f"{markup}=1", "plain=1"]
     assert page.finds(f"{selector} img") == []
     assert cells(page, selector)[1:4] == ["0", "2", "3"]
-    assert page.find(selector).get_attribute("data-full") == "false"
+    assert page.attribute(selector, "data-full") == "false"
 
     run = dashboard.engine.backend.get_run("page-html-0")
     assert run is not None

@@ -54,17 +54,17 @@ def cells(page: Page, selector: str) -> list[str]:
 
 def buttons(page: Page, selector: str) -> dict[str, bool]:
     return {
-        action: bool(page.find(f"{selector} button[data-action={action}]").is_displayed())
+        action: bool(page.displayed(f"{selector} button[data-action={action}]"))
         for action in ("pause", "resume", "trigger")
     }
 
 
 def click(page: Page, selector: str, action: str) -> str:
     """Click the row's button, confirm the dialog; the question it asked."""
-    page.find(f"{selector} button[data-action={action}]").click()
+    page.click(f"{selector} button[data-action={action}]")
     page.wait_js("document.querySelector('#confirm').open", "the confirmation dialog")
     question = page.text("#confirm-text")
-    assert not page.find("#confirm-actor").is_displayed()  # nothing is recorded per actor
+    assert not page.displayed("#confirm-actor")  # nothing is recorded per actor
     page.confirm()
     return question
 
@@ -83,18 +83,18 @@ def state_is(page: Page, selector: str, state: str) -> None:
 def test_the_nav_link_opens_the_schedules_page(page: Page, dashboard: Dashboard) -> None:
     make(dashboard, "page-nav")
     page.open("#/runs")
-    assert page.find("#nav-runs").get_attribute("aria-current") == "page"
-    page.find("#nav-schedules").click()
+    assert page.attribute("#nav-runs", "aria-current") == "page"
+    page.click("#nav-schedules")
     selector = row(page, "page-nav")
     assert page.driver.current_url.endswith("#/schedules")
-    assert page.find("#nav-schedules").get_attribute("aria-current") == "page"
-    assert page.find("#nav-runs").get_attribute("aria-current") is None
+    assert page.attribute("#nav-schedules", "aria-current") == "page"
+    assert page.attribute("#nav-runs", "aria-current") is None
     headers = page.js(
         "return Array.from(document.querySelectorAll('#schedules-table th'))"
         ".map(th => th.textContent);"
     )
     assert headers == ["Id", "Workflow", "When", "Next", "Last", "Last run", "Actions"]
-    assert page.find(selector).is_displayed()
+    assert page.displayed(selector)
 
 
 def test_pause_then_resume_a_schedule(page: Page, dashboard: Dashboard) -> None:
@@ -118,7 +118,7 @@ def test_pause_then_resume_a_schedule(page: Page, dashboard: Dashboard) -> None:
     eventually(lambda: not paused(dashboard, "page-pause"), "the schedule to be resumed")
     state_is(page, selector, "active")
     assert cells(page, selector)[3] not in ("paused", "—")
-    assert page.find(f"{selector} td:nth-child(4) span").get_attribute("title") is not None
+    assert page.attribute(f"{selector} td:nth-child(4) span", "title") is not None
     assert buttons(page, selector) == {"pause": True, "resume": False, "trigger": True}
 
 
@@ -160,7 +160,7 @@ def test_the_last_tick_links_to_its_run(page: Page, dashboard: Dashboard) -> Non
     )
     assert page.text(link) == run_id
     assert cells(page, selector)[4] not in ("", "—")
-    page.find(link).click()
+    page.click(link)
     page.wait_js(
         "document.querySelector('#run-id') !== null &&"
         f" document.querySelector('#run-id').textContent === {run_id!r}",

@@ -97,7 +97,7 @@ def test_the_state_panel_shows_a_finished_runs_properties(page: Page) -> None:
     durable.execute(Order, "o-1", id="order-state")
     page.open_run("order-state")
     page.wait_js("!document.querySelector('#run-state-box').hidden", "the State panel")
-    assert page.find("#run-state-box").is_displayed()
+    assert page.displayed("#run-state-box")
     assert page.text("#run-state-box h2") == "State"
     assert state_rows(page) == {
         "lines": '[{"qty":2,"sku":"<b>book</b>"}]',
@@ -109,16 +109,16 @@ def test_the_state_panel_shows_a_finished_runs_properties(page: Page) -> None:
         ('lines=[{"qty":2,"sku":"<b>book</b>"}], order_id="o-1", status="new"', True),
         ('status="charged"', True),
     ]
-    title = page.find("#history-body tr:nth-child(2) td:nth-child(8)").get_attribute("title")
+    title = page.attribute("#history-body tr:nth-child(2) td:nth-child(8)", "title")
     assert '"status":"charged"' in title
 
 
 def test_a_run_without_state_hides_the_panel_and_the_column(page: Page) -> None:
     """order-ok (a function workflow) publishes nothing: no State panel, no column."""
     page.open_run("order-ok")
-    assert not page.find("#run-state-box").is_displayed()
+    assert not page.displayed("#run-state-box")
     assert page.finds("#state-body tr") == []
-    assert not page.find("table.history th.state-col").is_displayed()
+    assert not page.displayed("table.history th.state-col")
     assert {shown for _, shown in history_state(page)} == {False}
 
 

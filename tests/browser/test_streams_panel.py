@@ -71,8 +71,8 @@ def test_a_running_runs_stream_shows_live(page: Page, dashboard: Dashboard) -> N
     assert values(page, "tokens") == ['"<b>hello</b>"']
     assert not page.finds("ol[data-stream='tokens'] b"), "a value is text, not markup"
     assert dashboard.status("chatty-live") == "running", "shown while the run runs"
-    page.find("#live").click()  # the page stops polling: what comes now comes live
-    assert page.find("#live").get_attribute("aria-pressed") == "false"
+    page.click("#live")  # the page stops polling: what comes now comes live
+    assert page.attribute("#live", "aria-pressed") == "false"
     GATE.set()
     page.wait_js(
         "document.querySelectorAll('ol[data-stream=\"tokens\"] li').length === 3",
@@ -102,4 +102,4 @@ def test_a_finished_runs_streams_show_whole(page: Page, dashboard: Dashboard) ->
 
 def test_a_run_without_streams_has_no_section(page: Page) -> None:
     page.open_run("order-ok")
-    assert not page.find("#run-streams-box").is_displayed()
+    assert not page.displayed("#run-streams-box")

@@ -85,8 +85,8 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
     dashboard.wait_status(run_id, "waiting")
     page.open_run(run_id)
     page.wait_js("!document.querySelector('#event-fields').hidden", "the typed form")
-    assert not page.find("#event-json").is_displayed(), "no JSON box for a typed event"
-    assert not page.find("#event-approve").is_displayed()
+    assert not page.displayed("#event-json"), "no JSON box for a typed event"
+    assert not page.displayed("#event-approve")
 
     kinds = page.js(
         "return Object.fromEntries(Array.from(document.querySelectorAll("
@@ -106,8 +106,8 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
         "note": "text",
         "urgency": "select",
     }
-    assert page.find("#event-field-amount").get_attribute("min") == "0"
-    assert page.find("#event-field-items").get_attribute("step") == "1"
+    assert page.attribute("#event-field-amount", "min") == "0"
+    assert page.attribute("#event-field-items", "step") == "1"
     options = page.js(
         "return Array.from(document.querySelector('#event-field-priority').options)"
         ".map(o => o.textContent);"
@@ -139,7 +139,7 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
 
     # the browser refuses what it can tell is wrong, and asks nothing
     fill(page, "amount", "-3")
-    page.find("#event-send").click()
+    page.click("#event-send")
     page.wait_js("!document.querySelector('#event-error').hidden", "the field problems")
     assert error_of(page, "reviewer") == "Field required"
     assert error_of(page, "amount") != "" and error_of(page, "address.city") == "Field required"
@@ -147,7 +147,7 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
 
     # filled in; the server refuses what only it knows (a validator), next to the field
     fill(page, "reviewer", "robot")
-    page.find("#event-field-approved").click()
+    page.click("#event-field-approved")
     fill(page, "amount", "12.5")
     fill(page, "items", "3")
     page.js("arguments[0].value = '1'", page.find("#event-field-priority"))  # "urgent"
@@ -156,7 +156,7 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
     fill(page, "address.city", "Lyon")
     page.find("#event-sender").clear()
     page.find("#event-sender").send_keys("dana")
-    page.find("#event-send").click()
+    page.click("#event-send")
     page.confirm()
     page.wait_js(
         "document.querySelector(\".field-error[data-loc='reviewer']\").textContent !== ''",
@@ -173,7 +173,7 @@ def test_the_form_of_a_typed_event_resumes_the_run_with_the_instance(
     )
 
     fill(page, "reviewer", "Dana")
-    page.find("#event-send").click()
+    page.click("#event-send")
     page.confirm()
     dashboard.wait_status(run_id, "completed")
     assert durable.get(run_id).result(timeout=5) == {

@@ -102,7 +102,7 @@ def test_columns_sort_both_ways_by_click_and_keyboard(page: Page) -> None:
     names = [(row["kind"], row["name"]) for row in rows(page)]
     assert [name for _, name in names] == sorted(name for _, name in names)
 
-    page.find('#workflows-table th[data-key="runs"] button').click()
+    page.click('#workflows-table th[data-key="runs"] button')
     page.wait_js("document.querySelector('th[data-key=\"runs\"]').ariaSort === 'descending'", "")
     assert sort_state(page) == {"runs": "descending"}
     runs = [row["runs"] for row in rows(page)]
@@ -119,8 +119,8 @@ def test_columns_sort_both_ways_by_click_and_keyboard(page: Page) -> None:
     p95 = [row["p95"] for row in rows(page) if row["p95"] is not None]
     assert p95 == sorted(p95, reverse=True) and len(p95) > 3
 
-    page.find('#workflows-table th[data-key="name"] button').click()
-    page.find('#workflows-table th[data-key="name"] button').click()
+    page.click('#workflows-table th[data-key="name"] button')
+    page.click('#workflows-table th[data-key="name"] button')
     assert sort_state(page) == {"name": "descending"}
     shown = [row["name"] for row in rows(page)]
     assert shown == sorted(shown, reverse=True)
@@ -129,7 +129,7 @@ def test_columns_sort_both_ways_by_click_and_keyboard(page: Page) -> None:
 def test_a_workflows_name_lists_its_runs(page: Page, board: Dashboard) -> None:
     """Clicking mail.digest opens the runs list filtered to exactly its runs."""
     open_workflows(page)
-    page.find('#workflows-body tr[data-name="mail.digest"] a').click()
+    page.click('#workflows-body tr[data-name="mail.digest"] a')
     page.wait_js("location.hash === '#/runs?workflow=mail.digest'", "the runs list")
     page.wait_js("document.querySelectorAll('#runs-body tr').length > 0", "its runs")
     expected = seed.expected_ids(board, workflow="mail.digest")
