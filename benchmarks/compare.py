@@ -18,6 +18,7 @@ import sys
 sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -25,12 +26,15 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 LENGTH = 10
+#: The PostgreSQL schemas it makes (one per measurement, dropped after it).
+SCHEMA_PREFIX = "bench_compare_"
 SIZES = {"full": (50, 200), "quick": (2, 5)}  # warm-up workflows, measured workflows
 
 
@@ -63,14 +67,19 @@ def child(url: str, size: str) -> None:
     print(round((time.perf_counter() - start) / (workflows * LENGTH) * 1e6, 1))
 
 
-def fresh_url(backend: str, tmp: Path, pg_url: str) -> str:
-    """An empty SQLite file, or a new PostgreSQL schema."""
+@contextlib.contextmanager
+def fresh_url(backend: str, tmp: Path, pg_url: str) -> Iterator[str]:
+    """An empty SQLite file, or a new PostgreSQL schema dropped after use."""
     if backend == "sqlite":
-        return f"sqlite:///{tmp / f'{uuid.uuid4().hex}.db'}"
-    name = f"bench_{uuid.uuid4().hex[:12]}"
+        yield f"sqlite:///{tmp / f'{uuid.uuid4().hex}.db'}"
+        return
+    name = f"{SCHEMA_PREFIX}{uuid.uuid4().hex[:12]}"
     subprocess.run(["psql", pg_url, "-qc", f"CREATE SCHEMA {name}"], check=True)
     driver = pg_url.replace("postgresql://", "postgresql+psycopg://", 1)
-    return f"{driver}?options=-csearch_path%3D{name}"
+    try:
+        yield f"{driver}?options=-csearch_path%3D{name}"
+    finally:
+        subprocess.run(["psql", pg_url, "-qc", f"DROP SCHEMA {name} CASCADE"], check=True)
 
 
 def measure(src: Path, url: str, size: str) -> float:
@@ -114,8 +123,8 @@ def main() -> None:
                 sides: dict[str, list[float]] = {"before": [], "after": []}
                 for _ in range(rounds):
                     for side, src in (("before", before / "src"), ("after", ROOT / "src")):
-                        url = fresh_url(backend, tmp, args.postgres_url)
-                        sides[side].append(measure(src, url, size))
+                        with fresh_url(backend, tmp, args.postgres_url) as url:
+                            sides[side].append(measure(src, url, size))
                 medians = {side: statistics.median(values) for side, values in sides.items()}
                 print(json.dumps({
                     "backend": backend,

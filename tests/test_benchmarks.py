@@ -51,6 +51,13 @@ def test_compare_benchmark_quick(tmp_path: Path) -> None:
         assert line["us_per_step_200x10_before"] > 0 and line["us_per_step_200x10_after"] > 0
         ratio = line["us_per_step_200x10_after"] / line["us_per_step_200x10_before"]
         assert abs(line["after_over_before"] - ratio) < 0.01
+    if "postgres" in backends:  # each measurement's schema is dropped after it
+        left = subprocess.run(
+            ["psql", os.environ["DURABLE_TEST_POSTGRES_URL"], "-Atc",
+             "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\\_compare\\_%'"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        assert left == []
 
 
 def test_queue_benchmark_quick(tmp_path: Path) -> None:
