@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import pytest
 
 import durable
 from durable.ops import Operations
-from durable.web import asgi_app, make_app
+from durable.web import _live, asgi_app, make_app
 from durable.web._http import MAX_BODY
 from tests.web.mount_checks import greet
 
@@ -133,3 +138,64 @@ def test_cookie_headers_sent_apart_are_one_cookie_header(memory_engine: durable.
     browser["headers"] += [(b"cookie", b"theme=dark"), (b"cookie", session)]
     status, _, body = answer(call(app, browser, [{"type": "http.request"}]))
     assert status == 200 and "csrf" in json.loads(body)
+
+
+@pytest.mark.parametrize("pool", ["anyio", "asyncio"])
+def test_open_event_streams_leave_the_host_apps_threads_free(
+    memory_engine: durable.Engine, monkeypatch: pytest.MonkeyPatch, pool: str
+) -> None:
+    """An open event stream waits for its next piece in a thread, but never in the pool
+    the host framework runs its own sync endpoints in: anyio's default limiter (40
+    threads in Starlette and FastAPI), or without anyio the event loop's default
+    executor. Here that pool has 2 threads and 4 live pages are open: a sync call of
+    the host app still gets a thread at once."""
+    import anyio.to_thread
+
+    monkeypatch.setattr(_live, "KEEP_ALIVE", 5.0)  # without the fix: a thread every 5 s
+    if pool == "asyncio":  # a bare ASGI server: no anyio to import
+        monkeypatch.setitem(sys.modules, "anyio", None)
+        monkeypatch.setitem(sys.modules, "anyio.to_thread", None)
+    dashboard = make_app(memory_engine, token=TOKEN)
+    app = asgi_app(dashboard)
+    pages = 4
+
+    async def main() -> float:
+        if pool == "anyio":
+            anyio.to_thread.current_default_thread_limiter().total_tokens = 2
+            host_call = anyio.to_thread.run_sync(lambda: None)
+        else:
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2))
+            host_call = asyncio.to_thread(lambda: None)
+        leave = asyncio.Event()
+        sent: list[list[dict[str, Any]]] = [[] for _ in range(pages)]
+
+        def page(i: int) -> Any:
+            inbox = [{"type": "http.request", "body": b"", "more_body": False}]
+
+            async def receive() -> dict[str, Any]:
+                if inbox:
+                    return inbox.pop(0)
+                await leave.wait()
+                return {"type": "http.disconnect"}
+
+            async def send(message: dict[str, Any]) -> None:
+                sent[i].append(message)
+
+            return app(scope("GET", "/api/v1/live"), receive, send)
+
+        streams = [asyncio.ensure_future(page(i)) for i in range(pages)]
+        while not all(len(s) >= 3 for s in sent):  # each: the start, retry, a version
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # each page now waits for its next piece
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(host_call, timeout=3)
+            return time.monotonic() - started
+        finally:
+            leave.set()
+            dashboard.live.bump()  # each page's wait ends and it sees the client gone
+            await asyncio.gather(*streams)
+
+    waited = asyncio.run(main())
+    assert waited < 1.0
+    dashboard.close()

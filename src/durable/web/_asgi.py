@@ -4,10 +4,13 @@
 it in a worker thread: the body is read first (at most `MAX_BODY` and one byte: more
 makes the app answer 413), the environ built from the scope, the app called in a
 thread, and its one body chunk sent back. Only an event stream (a run's stream,
-`_streams.py`) comes in pieces: each is awaited from a worker thread and sent as it
-comes, and the body is closed when the client leaves. None of a general WSGI bridge's
-machinery (a queue per response, a thread waiting on the event loop for each chunk)
-is needed. benchmarks/mounts.py measured it against a2wsgi and Starlette's
+`_streams.py`; the live versions, `_live.py`) comes in pieces: each is awaited from a
+thread and sent as it comes, and the body is closed when the client leaves. Those
+threads are not the pool the framework serves its own sync endpoints from (anyio's
+default limiter, 40 threads in Starlette and FastAPI): a page waits up to 15 s for its
+next piece, and 40 open tabs would otherwise stall the host application. None of a
+general WSGI bridge's machinery (a queue per response, a thread waiting on the event
+loop for each chunk) is needed. benchmarks/mounts.py measured it against a2wsgi and Starlette's
 (deprecated) WSGIMiddleware; docs/howto/web-apps.md has the numbers and the choice.
 
 Under Starlette's ``mount`` the prefix arrives as ``root_path`` and becomes
@@ -20,6 +23,8 @@ import asyncio
 import io
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from ._app import WebApp
@@ -74,7 +79,7 @@ class AsgiApp:
         left = asyncio.ensure_future(_disconnect(receive))
         try:
             pieces = iter(payload)
-            while (piece := await _in_thread(next, pieces, _END)) is not _END:
+            while (piece := await _waiting(next, pieces, _END)) is not _END:
                 if left.done():
                     return
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
@@ -190,6 +195,24 @@ async def _in_thread(function: Callable[..., Any], *arguments: Any) -> Any:
     except ImportError:  # a bare ASGI server on asyncio
         return await asyncio.to_thread(function, *arguments)
     return await anyio.to_thread.run_sync(function, *arguments)
+
+
+#: Where event streams wait without anyio: threads of their own, made as needed.
+_STREAM_THREADS = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="durable-stream")
+
+
+async def _waiting(function: Callable[..., Any], *arguments: Any) -> Any:
+    """``function(*arguments)``, which may block for long (an event stream's next piece),
+    in a thread outside the pool `_in_thread` shares with the framework: under anyio
+    with a limiter of its own (anyio's idle threads are reused across limiters)."""
+    try:
+        import anyio
+        import anyio.to_thread
+    except ImportError:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_STREAM_THREADS, partial(function, *arguments))
+    own = anyio.CapacityLimiter(1)
+    return await anyio.to_thread.run_sync(function, *arguments, limiter=own)
 
 
 def asgi_app(dashboard: WebApp) -> AsgiApp:
