@@ -63,6 +63,7 @@ def urlconf(engine: durable.Engine) -> Iterator[types.ModuleType]:
         path("greetings/<str:name>", start_greeting),
         path(PREFIX.lstrip("/") + "/", include(django_urls(dashboard))),
     ]
+    module.dashboard = dashboard  # type: ignore[attr-defined]
     sys.modules[URLCONF] = module
     clear_url_caches()
     try:
@@ -174,3 +175,51 @@ def test_live_updates_through_django_are_streamed(
     assert next(pieces) == b"retry: 2000\n\n"
     assert next(pieces).startswith(b'data: {"version":')
     reply.close()
+
+
+@pytest.mark.parametrize("url", ["sqlite"], indirect=True)
+def test_live_updates_through_djangos_asgi_handler_come_as_they_are_made(
+    engine: durable.Engine, urlconf: types.ModuleType
+) -> None:
+    """Under Django's own ASGI handler (not the test client), api/v1/live sends its
+    pieces as they come: Django consumes a synchronous iterator whole before sending
+    any of it (a live stream never ends), so the include hands it an asynchronous one,
+    whose pieces are awaited from threads outside Django's. The client leaving ends
+    the watch."""
+    from django.core.handlers.asgi import ASGIHandler
+
+    sent: list[dict[str, Any]] = []
+    headers = [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {TOKEN}".encode())]
+    path = f"{PREFIX}/api/v1/live"
+    scope = {
+        "type": "http", "method": "GET", "scheme": "http", "http_version": "1.1",
+        "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+        "headers": headers, "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5000),
+    }  # fmt: skip
+
+    async def main() -> None:
+        inbox = [{"type": "http.request", "body": b"", "more_body": False}]
+        leave = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            if inbox:
+                return inbox.pop(0)
+            await leave.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+            if len(sent) >= 3:  # the start, the retry line, the first version
+                leave.set()
+
+        handled = asyncio.ensure_future(ASGIHandler()(scope, receive, send))
+        try:
+            await asyncio.wait_for(leave.wait(), timeout=10)
+        finally:
+            await asyncio.wait_for(handled, timeout=30)  # the client left: it ends
+
+    asyncio.run(main())
+    assert sent[0]["status"] == 200
+    assert sent[1]["body"] == b"retry: 2000\n\n"
+    assert sent[2]["body"].startswith(b'data: {"version":')
+    assert not urlconf.dashboard.live.watching  # the stream was closed: the watch ended

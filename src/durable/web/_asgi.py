@@ -23,15 +23,11 @@ import asyncio
 import io
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Any
 
 from ._app import WebApp
 from ._http import MAX_BODY
-
-#: What `next` returns once an event stream's pieces are all sent.
-_END = object()
+from ._pieces import END, next_piece
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -79,7 +75,7 @@ class AsgiApp:
         left = asyncio.ensure_future(_disconnect(receive))
         try:
             pieces = iter(payload)
-            while (piece := await _waiting(next, pieces, _END)) is not _END:
+            while (piece := await next_piece(pieces)) is not END:
                 if left.done():
                     return
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
@@ -195,24 +191,6 @@ async def _in_thread(function: Callable[..., Any], *arguments: Any) -> Any:
     except ImportError:  # a bare ASGI server on asyncio
         return await asyncio.to_thread(function, *arguments)
     return await anyio.to_thread.run_sync(function, *arguments)
-
-
-#: Where event streams wait without anyio: threads of their own, made as needed.
-_STREAM_THREADS = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="durable-stream")
-
-
-async def _waiting(function: Callable[..., Any], *arguments: Any) -> Any:
-    """``function(*arguments)``, which may block for long (an event stream's next piece),
-    in a thread outside the pool `_in_thread` shares with the framework: under anyio
-    with a limiter of its own (anyio's idle threads are reused across limiters)."""
-    try:
-        import anyio
-        import anyio.to_thread
-    except ImportError:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_STREAM_THREADS, partial(function, *arguments))
-    own = anyio.CapacityLimiter(1)
-    return await anyio.to_thread.run_sync(function, *arguments, limiter=own)
 
 
 def asgi_app(dashboard: WebApp) -> AsgiApp:

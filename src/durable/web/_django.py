@@ -4,7 +4,8 @@
 prefix to one view. The view turns Django's request back into a WSGI environ with the
 prefix as SCRIPT_NAME (so links, redirects and the cookie's path stay under it) and
 the app's answer into an `HttpResponse`. It works the same under Django's WSGI and
-ASGI handlers (Django runs a sync view in a thread under ASGI).
+ASGI handlers (Django runs a sync view in a thread under ASGI; an event stream is then
+handed over as an asynchronous iterator, see `_pieces`).
 
 Two of Django's rules meet the dashboard's own:
 
@@ -24,6 +25,7 @@ import io
 from typing import Any
 
 from ._app import WebApp
+from ._pieces import each_piece
 
 
 def django_urls(dashboard: WebApp) -> list[Any]:
@@ -62,6 +64,11 @@ def _respond(dashboard: WebApp, request: Any, rest: str) -> Any:
     status, headers = started
     if isinstance(result, list):
         response = HttpResponse(b"".join(result), status=int(status[:3]))
+    elif getattr(request, "scope", None) is not None:
+        # Under ASGI, Django would read a synchronous iterator whole before sending any
+        # of it (and a live stream never ends): an asynchronous one, each piece awaited
+        # from a thread outside Django's (`_pieces`), closed when the client leaves.
+        response = StreamingHttpResponse(each_piece(result), status=int(status[:3]))
     else:  # an event stream (_streams.py), sent as it comes; Django closes it at the end
         response = StreamingHttpResponse(result, status=int(status[:3]))
     for name, value in headers:
