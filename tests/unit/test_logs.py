@@ -15,7 +15,7 @@ import pytest
 
 import durable
 from durable import task, workflow
-from durable.runtime.logs import FIELDS, LOGGERS, JsonFormatter, TextFormatter
+from durable.runtime.logs import FIELDS, LOGGERS, JsonFormatter, RunFields, TextFormatter
 from durable.testing import DurableEnv
 
 SRC = Path(durable.__file__).parent
@@ -72,6 +72,49 @@ def test_records_carry_the_run_fields_and_replayed_workflow_lines_are_dropped(
         ("durable.user", "shouting 20", ("talk", workflow_name, 2, task_name, 1)),
         ("durable", "engine line", ("talk", workflow_name, 2, task_name, 1)),
     ]
+
+
+@task
+def bill(x: int) -> int:
+    durable.logger.getChild("billing").info("billing %d", x)
+    logging.getLogger("app.billing").info("app line %d", x)
+    return x
+
+
+@workflow
+def billed(x: int) -> int:
+    return bill(x)
+
+
+def test_a_handler_with_run_fields_stamps_every_loggers_records(env: DurableEnv) -> None:
+    """Filters on a logger do not apply to its children's records, nor to other
+    loggers': a child of durable.logger and the application's own logger carry no run
+    fields by themselves. A handler with `RunFields` (what `durable worker` installs,
+    and what docs/howto/observability.md tells an application to add) stamps them on
+    every record it handles, from any logger."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    stamped = Keep()
+    stamped.addFilter(RunFields())
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(stamped)
+    try:
+        handle = env.dispatch(billed, 7, id="billed")
+        env.run_until_idle()
+        assert handle.result() == 7
+    finally:
+        root.removeHandler(stamped)
+        root.setLevel(level)
+    lines = {r.getMessage(): r for r in records if r.getMessage() in ("billing 7", "app line 7")}
+    assert set(lines) == {"billing 7", "app line 7"}
+    for record in lines.values():
+        assert _fields(record) == ("billed", billed.name, 0, bill.name, 1)
 
 
 def test_outside_a_run_the_fields_are_none_and_extra_wins(
