@@ -40,6 +40,20 @@ def scope(method: str, path: str, *, raw: bytes | None = None, **headers: str) -
     }
 
 
+def until(leave: asyncio.Event) -> Any:
+    """An ASGI receive: the request (no body), then, once *leave* is set, the client
+    leaving."""
+    inbox = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if inbox:
+            return inbox.pop(0)
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 def call(app: Any, scope_: dict[str, Any], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run *app* on *scope_*, feeding it *messages*; return what it sent."""
     sent: list[dict[str, Any]] = []
@@ -170,18 +184,10 @@ def test_open_event_streams_leave_the_host_apps_threads_free(
         sent: list[list[dict[str, Any]]] = [[] for _ in range(pages)]
 
         def page(i: int) -> Any:
-            inbox = [{"type": "http.request", "body": b"", "more_body": False}]
-
-            async def receive() -> dict[str, Any]:
-                if inbox:
-                    return inbox.pop(0)
-                await leave.wait()
-                return {"type": "http.disconnect"}
-
             async def send(message: dict[str, Any]) -> None:
                 sent[i].append(message)
 
-            return app(scope("GET", "/api/v1/live"), receive, send)
+            return app(scope("GET", "/api/v1/live"), until(leave), send)
 
         streams = [asyncio.ensure_future(page(i)) for i in range(pages)]
         while not all(len(s) >= 3 for s in sent):  # each: the start, retry, a version

@@ -17,6 +17,7 @@ from durable.web import django_urls, make_app
 from tests.conftest import BACKENDS
 from tests.web.client import Reply
 from tests.web.mount_checks import PREFIX, TOKEN, check_mount, greet
+from tests.web.test_asgi import until
 
 django = pytest.importorskip("django")  # in the test extra; CI always has it
 
@@ -198,21 +199,14 @@ def test_live_updates_through_djangos_asgi_handler_come_as_they_are_made(
     }  # fmt: skip
 
     async def main() -> None:
-        inbox = [{"type": "http.request", "body": b"", "more_body": False}]
         leave = asyncio.Event()
-
-        async def receive() -> dict[str, Any]:
-            if inbox:
-                return inbox.pop(0)
-            await leave.wait()
-            return {"type": "http.disconnect"}
 
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
             if len(sent) >= 3:  # the start, the retry line, the first version
                 leave.set()
 
-        handled = asyncio.ensure_future(ASGIHandler()(scope, receive, send))
+        handled = asyncio.ensure_future(ASGIHandler()(scope, until(leave), send))
         try:
             await asyncio.wait_for(leave.wait(), timeout=10)
         finally:

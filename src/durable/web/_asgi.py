@@ -20,6 +20,7 @@ SCRIPT_NAME, so every link, redirect and cookie path the app makes stays under i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -27,7 +28,7 @@ from typing import Any
 
 from ._app import WebApp
 from ._http import MAX_BODY
-from ._pieces import END, next_piece
+from ._pieces import each_piece
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -74,15 +75,15 @@ class AsgiApp:
         # client leaves (seen at the next piece: a keep-alive comes every 15 s at most).
         left = asyncio.ensure_future(_disconnect(receive))
         try:
-            pieces = iter(payload)
-            while (piece := await next_piece(pieces)) is not END:
-                if left.done():
-                    return
-                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            async with contextlib.aclosing(each_piece(payload)) as pieces:
+                async for piece in pieces:
+                    if left.done():
+                        return
+                    message = {"type": "http.response.body", "body": piece, "more_body": True}
+                    await send(message)
             await send({"type": "http.response.body", "body": b""})
         finally:
             left.cancel()
-            payload.close()
 
     def _call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], Any]:
         started: list[Any] = []

@@ -12,35 +12,35 @@ default executor; Django's): forty open tabs would take them all. Used by `_asgi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-#: What `next_piece` returns once a stream's pieces are all sent.
-END = object()
+#: What `_next_piece` returns once a stream's pieces are all sent.
+_END = object()
 
 #: Where pieces are awaited without anyio: threads of their own, made as needed.
 _THREADS = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="durable-stream")
 
 
-async def next_piece(pieces: Iterator[bytes]) -> Any:
-    """The next of *pieces* (blocking), or `END`: under anyio in a thread with a
+async def _next_piece(pieces: Iterator[bytes]) -> Any:
+    """The next of *pieces* (blocking), or `_END`: under anyio in a thread with a
     limiter of its own (anyio reuses its idle threads across limiters), else in one of
     `_THREADS`."""
     try:
         import anyio
         import anyio.to_thread
     except ImportError:
-        return await asyncio.get_running_loop().run_in_executor(_THREADS, next, pieces, END)
-    return await anyio.to_thread.run_sync(next, pieces, END, limiter=anyio.CapacityLimiter(1))
+        return await asyncio.get_running_loop().run_in_executor(_THREADS, next, pieces, _END)
+    return await anyio.to_thread.run_sync(next, pieces, _END, limiter=anyio.CapacityLimiter(1))
 
 
-async def each_piece(body: Any) -> AsyncIterator[bytes]:
-    """*body*'s pieces as an asynchronous iterator, each awaited by `next_piece`; the
+async def each_piece(body: Any) -> AsyncGenerator[bytes, None]:
+    """*body*'s pieces as an asynchronous iterator, each awaited by `_next_piece`; the
     body is closed at the end, or when the consumer stops (the client left)."""
     pieces = iter(body)
     try:
-        while (piece := await next_piece(pieces)) is not END:
+        while (piece := await _next_piece(pieces)) is not _END:
             yield piece
     finally:
         body.close()
