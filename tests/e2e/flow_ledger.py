@@ -28,6 +28,11 @@ echo "end $DURABLE_TASK $(date +%s%N) $code" >> "$LEDGER"
 exit $code
 """
 
+# A launch's finish time is its exit file's modification time, which the kernel stamps
+# from its coarse clock: up to one tick (10 ms at HZ=100) behind time.time(), the clock
+# of its start. So a command that sleeps 0.2 s may read as lasting 0.199 s.
+TICK = 0.01
+
 
 @dataclass
 class Ledger:

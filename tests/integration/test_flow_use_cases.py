@@ -20,7 +20,7 @@ import durable
 import durable.flows
 from durable.runtime.defaults import swap
 from durable.web import make_app
-from tests.e2e.flow_ledger import Ledger, random_dag, until
+from tests.e2e.flow_ledger import TICK, Ledger, random_dag, until
 from tests.web.client import Client
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -77,7 +77,13 @@ def test_five_suites_then_two_then_a_package_and_a_mail(
     # The flow goes on once a launch's last attempt has told it (from the task body),
     # while the launch's own run records the exit code: the view may lag it briefly.
     view = until(lambda: settled(engine, "suites-1"), "every launch's exit code recorded")
-    assert all(t["exit_code"] == 0 and t["duration"] >= 0.2 for t in view["tasks"]), view
+    # A launch's finish time may read up to a kernel tick early (TICK).
+    wrong = {
+        t["name"]: (t["exit_code"], t["duration"])
+        for t in view["tasks"]
+        if t["exit_code"] != 0 or t["duration"] < 0.2 - TICK
+    }
+    assert not wrong, wrong
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)

@@ -103,7 +103,9 @@ class Found:
         pid: the wrapper's pid (the command's process group and session).
         started_at: when the launch was made (epoch seconds).
         exit_code: the command's exit code once finished; 128 + N for signal N.
-        finished_at: when it finished (epoch seconds).
+        finished_at: when it finished (epoch seconds): the exit file's modification
+            time, which the kernel may stamp from a clock up to one tick (a few ms)
+            behind ``time.time()``, so a duration may read a few ms short.
         host: the host it was launched on.
         killed: `kill` was asked to end it.
     """
