@@ -83,6 +83,7 @@ def test_py_typed_ships() -> None:
 SQL_FILES = (
     "backends/sql/__init__.py",
     "backends/sql/_outbox.py",
+    "backends/sql/_commit_hooks.py",
     "backends/_schema.py",
     "backends/_tallies_schema.py",
     "backends/_tally_sql.py",

@@ -168,6 +168,49 @@ def test_orm_session(engine: durable.Engine, app_db: App) -> None:
 
 
 @pytest.mark.parametrize("url", SQL, indirect=True)
+def test_a_run_is_counted_created_once_its_transaction_commits(
+    engine: durable.Engine, app_db: App
+) -> None:
+    """durable_runs_created_total counts a run inserted in the caller's transaction at
+    its commit: not while it is open, not after a rollback (of the transaction, or of a
+    savepoint the run was inserted in), and once for an id dispatched twice."""
+    from prometheus_client import CollectorRegistry
+
+    from durable.ops import metrics
+
+    registry = CollectorRegistry()
+    metrics.instrument(engine, registry=registry, queues=False)
+
+    def created() -> float:
+        found = registry.get_sample_value("durable_runs_created_total", {"workflow": note.name})
+        return found or 0.0
+
+    with app_db.connect() as conn, conn.begin() as transaction:
+        durable.dispatch(note, 1, connection=conn, id="counted-1")
+        transaction.rollback()
+    assert created() == 0
+    with app_db.begin() as conn:
+        durable.dispatch(note, 2, connection=conn, id="counted-2")
+        with conn.begin_nested() as savepoint:
+            durable.dispatch(note, 3, connection=conn, id="counted-3")
+            with conn.begin_nested():
+                durable.dispatch(note, 4, connection=conn, id="counted-4")
+            savepoint.rollback()  # 3 and 4 with it
+        with conn.begin_nested():
+            durable.dispatch(note, 5, connection=conn, id="counted-5")  # released: kept
+        durable.dispatch(note, 2, connection=conn, id="counted-2")  # the same run again
+        assert created() == 0, "counted before the commit"
+    assert sorted(run.id for run in engine.backend.list_runs(RunQuery(), limit=10)) == [
+        "counted-2",
+        "counted-5",
+    ]
+    assert created() == 2
+    with Session(app_db.db) as session, session.begin():
+        durable.dispatch(note, 6, connection=session, id="counted-6")
+    assert created() == 3
+
+
+@pytest.mark.parametrize("url", SQL, indirect=True)
 def test_ids_are_idempotent_in_and_across_transactions(engine: durable.Engine, app_db: App) -> None:
     """The same id and call in one transaction, or in a later one, is the same run; the
     same id with another call is an IdempotencyConflict."""

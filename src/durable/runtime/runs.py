@@ -120,11 +120,12 @@ def create(
         run, created = host.backend.debounce_run(
             new, window=window, longest=DEBOUNCE_LONGEST * window
         )
-    elif connection is not None:  # counted as created before the caller's commit
-        run, created = host.backend.create_run_in(new, connection)
+    elif connection is not None:  # observed as created once the caller commits it
+        committed = host.observers.created if host.observers else None
+        run, created = host.backend.create_run_in(new, connection, committed=committed)
     else:
         run, created = host.backend.create_run(new)
-    if created and host.observers:
+    if created and host.observers and connection is None:
         host.observers.created(run)
     if window is not None:
         return run, created

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from durable.core.records import NewRun, Run, RunStatus, Step
@@ -40,10 +40,18 @@ class RunStore(Protocol):
         """
         ...
 
-    def create_run_in(self, new: NewRun, transaction: object) -> tuple[Run, bool]:
+    def create_run_in(
+        self,
+        new: NewRun,
+        transaction: object,
+        *,
+        committed: Callable[[Run], None] | None = None,
+    ) -> tuple[Run, bool]:
         """`create_run` for a run without an owner, inside the caller's open database
         transaction (the outbox pattern): the run exists if and only if the caller
-        commits it, and it is announced (PostgreSQL's NOTIFY) at that commit.
+        commits it, and it is announced (PostgreSQL's NOTIFY) at that commit. If this
+        call inserted it, *committed* is called with it as that transaction commits
+        (never if it, or a savepoint the insert was made in, is rolled back).
 
         *transaction* is a SQLAlchemy ``Connection`` or ORM ``Session`` with a
         transaction open, on this backend's database: for SQLite the same file, for

@@ -78,7 +78,13 @@ class MemoryRuns(MemoryBase):
             self._hub.notify(f"queue:{new.queue}" if later is None else TIMERS)
         return run, True
 
-    def create_run_in(self, new: NewRun, transaction: object) -> tuple[Run, bool]:
+    def create_run_in(
+        self,
+        new: NewRun,
+        transaction: object,
+        *,
+        committed: Callable[[Run], None] | None = None,
+    ) -> tuple[Run, bool]:
         """See `RunStore.create_run_in`: memory has no transaction to share."""
         raise ConfigurationError(
             "connection= inserts the run in your database transaction, and the memory "

@@ -5,7 +5,9 @@ SQLAlchemy ``Connection`` (or the one an ORM ``Session`` holds), inside the tran
 the caller has open: the run is committed with the caller's rows or rolled back with
 them. The statement is the one `create_run` compiles (`queued_run_clause`), compiled
 again by SQLAlchemy for the caller's driver; on PostgreSQL its ``pg_notify`` is part of
-the caller's transaction, so workers hear of the run when it commits, not before.
+the caller's transaction, so workers hear of the run when it commits, not before;
+what is to happen once the run exists (a metric counting it) waits for that commit too
+(`_commit_hooks`).
 
 "The same database" is asked of the two connections, not read from URLs (a host has
 many names, a file many paths): SQLite, the same file (``PRAGMA database_list``, then
@@ -17,6 +19,7 @@ and database (``current_database()``). On PostgreSQL the insert names durable's 
 
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from collections.abc import Callable
@@ -31,6 +34,7 @@ from durable.core.records import NewRun, Run
 from durable.errors import ConfigurationError, StorageError
 
 from ._base import SQLBase
+from ._commit_hooks import when_committed
 
 #: Where durable's tables are, asked of durable's connection (PostgreSQL).
 _PG_HOME = sa.text(
@@ -63,7 +67,13 @@ class SQLOutbox(SQLBase):
     #: durable's (database, server start, schema) on PostgreSQL, read once.
     _pg_home: tuple[str, str, str] | None = None
 
-    def create_run_in(self, new: NewRun, transaction: object) -> tuple[Run, bool]:
+    def create_run_in(
+        self,
+        new: NewRun,
+        transaction: object,
+        *,
+        committed: Callable[[Run], None] | None = None,
+    ) -> tuple[Run, bool]:
         """See `RunStore.create_run_in`."""
         if new.owner is not None or new.key_limit is not None or new.start_at is not None:
             raise ValueError("create_run_in makes queued runs: no owner, key limit or start_at.")
@@ -78,7 +88,10 @@ class SQLOutbox(SQLBase):
                     attributes = self._attribute_values(new.id, new.attributes)
                     clause = self._sql.set_attributes_clause
                     conn.execute(clause, attributes, execution_options=options)
-                return _rows.created_run(new, first[1], None, first[2]), True
+                run = _rows.created_run(new, first[1], None, first[2])
+                if committed is not None:
+                    when_committed(conn, functools.partial(committed, run))
+                return run, True
             query = sa.select(*runs.c).where(runs.c.id == new.id)
             existing = conn.execute(query, execution_options=options).fetchone()
         except sa.exc.SQLAlchemyError as error:
