@@ -9,7 +9,8 @@ come from the shared `_cache`, so 20 tabs cost what one does).
 How a change is noticed, while at least one client is connected (no thread otherwise):
 
 - SQLite: the database file and its ``-wal`` file are looked at (``stat``) every
-  `STEP` seconds; a commit changes the WAL's size or time. No statement is run.
+  `STEP` seconds, and the WAL index's header read (the first bytes of ``-shm``); a
+  commit changes the WAL's size or time and that header. No statement is run.
 - PostgreSQL: the backend's LISTEN connection (`backend.watch`), which hears runs
   created, claimed back, woken, finished, cancelled... by any process at once.
 - Any other backend (memory): its watch.
@@ -191,22 +192,35 @@ class LiveHub:
 
 
 def _sqlite_files(backend: Any) -> tuple[Path, ...]:
-    """The files a SQLite backend's commits change (the database and its WAL), or ()
-    for any other backend (or an in-memory SQLite database, watched as others are)."""
+    """The files a SQLite backend's commits change (the database, its WAL and WAL
+    index), or () for any other backend (or an in-memory SQLite database, watched as
+    others are)."""
     if getattr(backend, "dialect_name", None) != "sqlite":
         return ()
     database = getattr(getattr(backend, "url", None), "database", None)
     if not database or database == ":memory:" or database.startswith("file:"):
         return ()
     path = Path(database).absolute()
-    return path, path.with_name(path.name + "-wal")
+    return path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+#: The WAL index's header, at the start of the ``-shm`` file (SQLite's walformat.html):
+#: its change counter, last valid frame and salts move at every commit.
+_WAL_INDEX_HEADER = 48
 
 
 def _stamp(files: tuple[Path, ...]) -> tuple[Any, ...]:
-    """What a commit changes about *files*: each one's inode, size and time."""
+    """What a commit changes about *files*: each one's inode, size and time, and for
+    the WAL index (``-shm``) its header. The time alone may miss a commit: the kernel
+    may stamp a file from a clock that ticks every few ms, and once the WAL restarts
+    after a checkpoint, commits rewrite it in place without changing its size."""
     stamps: list[Any] = []
     for path in files:
         try:
+            if path.name.endswith("-shm"):
+                with open(path, "rb") as index:
+                    stamps.append(index.read(_WAL_INDEX_HEADER))
+                continue
             st = os.stat(path)
         except OSError:
             stamps.append(None)
