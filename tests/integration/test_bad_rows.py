@@ -26,7 +26,7 @@ from durable.core.signing import Signer
 from durable.errors import PayloadError, PickleRefused
 from tests.conftest import BACKENDS
 from tests.integration import bad_rows_app as app
-from tests.unit.test_security import KEY, OTHER_KEY, evil_payload
+from tests.unit._security_helpers import KEY, OTHER_KEY, evil_payload
 
 SQL = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,6 @@
 """Timeouts, heartbeats and cancellation by heartbeat on SQLite and PostgreSQL (the
-memory backend's versions are in tests/unit/test_task_limits.py): the same behaviour
+memory backend's versions are in tests/unit/test_task_limits_timeouts.py,
+test_task_limits_heartbeats.py and test_task_limits_hung.py): the same behaviour
 through the real statements, with a fake engine clock."""
 
 from __future__ import annotations

@@ -1,148 +1,27 @@
-"""Durable time and events: sleeps, deadlines, inboxes, timeouts, sends, joins."""
+"""Durable events: inboxes, waits with timeouts, sends (once, however often replayed),
+and a cancel delivered at a wait."""
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import threading
-import time
-from collections.abc import Iterator
 
 import pytest
 
 import durable
-from durable import (
-    RunStatus,
-    StepKind,
-    StepStatus,
-    dispatch,
-    send,
-    task,
-    wait,
-    workflow,
-)
-from durable.errors import DurableError, RunFinished, RunNotFound, WaitTimeout
+from durable import RunStatus, StepStatus, send, task, wait, workflow
+from durable.errors import RunFinished, RunNotFound, WaitTimeout
 from durable.testing import DurableEnv
+from tests.unit._waits_helpers import (
+    DAY,
+    HOUR,
+    _clean,  # noqa: F401 (autouse fixture)
+    env_fixture,  # noqa: F401 (the env fixture)
+    nap,
+    note,
+    seen,
+)
 from tests.unit.helpers import Crash
-
-HOUR = dt.timedelta(hours=1)
-DAY = dt.timedelta(days=1)
-
-seen: list[object] = []
-
-
-@pytest.fixture(autouse=True)
-def _clean() -> None:
-    seen.clear()
-
-
-@pytest.fixture
-def env() -> Iterator[DurableEnv]:
-    with DurableEnv() as environment:
-        yield environment
-
-
-@task
-def note(value: object) -> object:
-    seen.append(value)
-    return value
-
-
-@workflow
-def nap(hours: float) -> float:
-    before = durable.now()
-    wait(dt.timedelta(hours=hours))
-    return (durable.now() - before).total_seconds()
-
-
-def test_a_durable_sleep_records_its_deadline_and_suspends(env: DurableEnv) -> None:
-    """The run waits (no thread), its deadline recorded; it resumes exactly then."""
-    start = env.clock.now()
-    handle = env.dispatch(nap, 2)
-    run = env.run(handle.id)
-    assert run.status is RunStatus.WAITING
-    assert run.wake_at == start + 7200 and run.lease_owner is None
-    sleep = env.history(handle.id)[1]
-    assert (sleep.kind, sleep.status, sleep.wake_at) == (
-        StepKind.SLEEP,
-        StepStatus.WAITING,
-        start + 7200,
-    )
-    env.advance(dt.timedelta(hours=1, minutes=59))
-    assert env.run(handle.id).status is RunStatus.WAITING, "never early"
-    env.advance(dt.timedelta(minutes=1))
-    assert env.run(handle.id).status is RunStatus.COMPLETED
-    assert handle.result() == 7200.0
-    done = env.history(handle.id)[1]
-    assert done.status is StepStatus.COMPLETED and done.finished_at == start + 7200
-
-
-def test_thirty_days_complete_without_real_waiting(
-    env: DurableEnv, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A workflow sleeping 30 times a day finishes at once: no real sleep happens."""
-
-    def no_sleeping(seconds: float) -> None:
-        raise AssertionError(f"something slept {seconds} s for real")
-
-    monkeypatch.setattr(time, "sleep", no_sleeping)
-
-    @workflow
-    def month() -> int:
-        for day in range(30):
-            note(day)
-            wait(DAY)
-        return len(seen)
-
-    start = env.now()
-    assert env.execute(month) == 30
-    assert env.now() - start == 30 * DAY
-    assert seen == list(range(30))
-
-
-def test_until_a_moment(env: DurableEnv) -> None:
-    """wait(until=...) sleeps to exactly that moment, and the body after it runs once."""
-
-    @workflow
-    def meeting() -> str:
-        start = durable.now()
-        wait(until=start + dt.timedelta(minutes=90))
-        note("woke")
-        return durable.now().isoformat()
-
-    begun = env.now()
-    handle = env.dispatch(meeting)
-    env.advance(dt.timedelta(minutes=90))
-    assert handle.result() == (begun + dt.timedelta(minutes=90)).isoformat()
-    assert seen == ["woke"]
-
-
-def test_naive_datetimes_and_bad_arguments_are_refused(env: DurableEnv) -> None:
-    """Ambiguous or mixed-up arguments get a clear error, before anything is recorded."""
-    with pytest.raises(ValueError, match="timezone-aware"):
-        wait(until=dt.datetime(2030, 1, 1))
-    with pytest.raises(TypeError, match="one of"):
-        wait()
-    with pytest.raises(TypeError, match="timeout= goes with"):
-        wait(5, timeout=3)  # type: ignore[call-overload]
-    with pytest.raises(TypeError, match="timedelta or a number"):
-        wait("x", timeout="soon")  # type: ignore[call-overload]
-    with pytest.raises(ValueError, match="finite"):
-        wait(float("inf"))
-    with pytest.raises(TypeError, match=r"one event name, not several \(\['a', 'b'\]\)"):
-        wait(["a", "b"], timeout=3)  # type: ignore[call-overload]
-    with pytest.raises(DurableError, match="inside a workflow only"):
-        wait("reviewed")
-    with pytest.raises(ValueError, match="non-empty"):
-        send("some-run", "")
-
-
-def test_a_sleep_outside_a_workflow_just_sleeps() -> None:
-    """In plain code (a task body, the app) wait(duration) blocks the thread."""
-    started = time.monotonic()
-    wait(0.05)
-    assert time.monotonic() - started >= 0.05
-
 
 # -- events --------------------------------------------------------------------------
 
@@ -337,106 +216,6 @@ def test_a_send_inside_a_workflow_to_a_finished_run_is_recorded(env: DurableEnv)
     handle = env.dispatch(to_finished, done.id)
     assert handle.result() == "refused"
     assert env.history(handle.id)[0].status is StepStatus.FAILED
-
-
-# -- waiting for runs ------------------------------------------------------------------
-
-
-@workflow
-def child_nap(hours: float) -> str:
-    wait(dt.timedelta(hours=hours))
-    return f"slept {hours}"
-
-
-def test_waiting_for_a_dispatched_child_suspends_the_parent(env: DurableEnv) -> None:
-    """wait(handle) in a workflow holds no thread: the parent waits on run:<child>."""
-
-    @workflow
-    def parent() -> str:
-        return wait(dispatch(child_nap, 5))
-
-    handle = env.dispatch(parent)
-    run = env.run(handle.id)
-    assert run.status is RunStatus.WAITING and run.waiting_on == f"run:{handle.id}/0"
-    env.advance(5 * HOUR)
-    assert env.run(handle.id).status is RunStatus.COMPLETED
-    assert handle.result() == "slept 5"
-
-
-def test_waiting_for_a_run_can_time_out(env: DurableEnv) -> None:
-    """wait(handle, timeout=...) in a workflow records WaitTimeout at its deadline."""
-
-    @workflow
-    def parent() -> str:
-        child = dispatch(child_nap, 5)
-        try:
-            return wait(child, timeout=HOUR)
-        except WaitTimeout:
-            return "gave up"
-
-    handle = env.dispatch(parent)
-    env.advance(HOUR)
-    assert handle.result() == "gave up"
-    assert env.history(handle.id)[1].status is StepStatus.FAILED
-    assert env.run(f"{handle.id}/0").status is RunStatus.WAITING, "the child goes on"
-
-
-def test_an_inline_child_that_waits_suspends_its_parent(env: DurableEnv) -> None:
-    """A child workflow called inline that sleeps does not hold its parent's thread."""
-
-    @workflow
-    def parent() -> str:
-        return child_nap(3) + "!"
-
-    handle = env.dispatch(parent)
-    assert env.run(handle.id).status is RunStatus.WAITING
-    assert env.run(handle.id).waiting_on == f"run:{handle.id}/0"
-    assert env.run(f"{handle.id}/0").status is RunStatus.WAITING
-    env.advance(3 * HOUR)
-    assert handle.result() == "slept 3!"
-
-
-def test_parallel_children_that_wait_are_all_waited_for(env: DurableEnv) -> None:
-    """Waiting branches suspend the run once; it resumes until every branch is done."""
-
-    @workflow
-    def fan() -> tuple[str, str]:
-        return durable.execute(child_nap.bind(1), child_nap.bind(4))
-
-    handle = env.dispatch(fan)
-    env.advance(HOUR)
-    assert env.run(handle.id).status is RunStatus.WAITING, "one child is still asleep"
-    env.advance(3 * HOUR)
-    assert handle.result() == ("slept 1", "slept 4")
-
-
-# -- retries -------------------------------------------------------------------------
-
-
-def test_long_retry_delays_become_durable_waits(env: DurableEnv) -> None:
-    """A task retrying every ten minutes holds no thread between attempts."""
-    attempts: list[float] = []
-
-    @task(retry={"attempts": 3, "backoff": "constant", "initial": 600, "max_delay": 600})
-    def flaky() -> str:
-        attempts.append(env.clock.now())
-        if len(attempts) < 3:
-            raise ConnectionError("down")
-        return "up"
-
-    @workflow
-    def patient() -> str:
-        return flaky()
-
-    handle = env.dispatch(patient)
-    run = env.run(handle.id)
-    retrying = env.history(handle.id)[0]
-    assert run.status is RunStatus.WAITING
-    assert retrying.status is StepStatus.RETRYING and retrying.wake_at == attempts[0] + 600
-    env.advance(dt.timedelta(minutes=9))
-    assert len(attempts) == 1, "the next attempt never starts early"
-    assert handle.result() == "up"
-    assert [b - a for a, b in itertools.pairwise(attempts)] == [600, 600]
 
 
 # -- cancellation --------------------------------------------------------------------
