@@ -48,27 +48,29 @@ from __future__ import annotations
 import sys
 
 # benchmarks/queue.py shares its name with the standard library's queue module, and
-# Python puts a script's directory first on sys.path: take it off before importing.
+# Python puts a script's directory first on sys.path: move it to the end before
+# importing (the helpers beside this file, _steps_*.py, are imported from there).
 sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
+sys.path.append(__file__.rsplit("/", 1)[0])
 
 import argparse
-import contextlib
-import itertools
 import json
 import os
 import sqlite3
-import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _steps_measures import QUICK, Measures, Plan, log, summary
+from _steps_workload import CRASH_ENV, long, run_batch
+
 import durable
-from durable import execute, task, workflow
+from durable import execute
+
+#: What benchmarks/tallies.py takes from this script.
+__all__ = ["DEFAULT_PG", "QUICK", "Bench", "Plan", "log", "run_batch", "summary"]
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 TARGETS = {
@@ -81,325 +83,22 @@ TARGETS = {
     "class_over_function": 1.2,
 }
 
-
-@dataclass(frozen=True)
-class Plan:
-    reps: int = 3
-    warmup: int = 50  # workflows; the raw floor warms up with 30 inserts per workflow
-    workflows: int = 200
-    lengths: tuple[int, ...] = (100, 1_000, 10_000)  # ascending
-    resume_steps: int = 1_000
-
-
 #: Synced commits of a ten-step workflow: the first task's start, nine commits of a
 #: result with the next task's start, the last result with the outcome; on PostgreSQL
 #: also the run's creation (SQLite commits a run created for its owner without an fsync
 #: of its own, see _relaxed.py).
 COMMITS = {"sqlite": 11, "postgresql": 12}
 
-QUICK = Plan(warmup=5, workflows=20, lengths=(100, 1_000), resume_steps=200)
-THREADS = 8  # us_per_step_200x10_concurrent
-CRASH_ENV, SRC = "DURABLE_BENCH_CRASH", Path(durable.__file__).parent  # the code measured
-_stamps: list[float] = []  # perf_counter() at every `step` body
-_crash_at = int(os.environ.get(CRASH_ENV, "-1"))  # set in the crashing child process
-
-
-@task(name="bench.step")
-def step(i: int) -> int:
-    _stamps.append(time.perf_counter())
-    if i == _crash_at:  # measurement 3: die in a child process, or interrupt this one
-        if CRASH_ENV in os.environ:
-            os._exit(137)
-        raise KeyboardInterrupt
-    return i
-
-
-@workflow(name="bench.steps")
-def steps(n: int) -> int:
-    for i in range(n):
-        step(i)
-    return n
-
-
-@workflow(name="bench.class_steps")
-class ClassSteps:
-    """Measurement 6: `steps` as a workflow class whose properties change every step."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.done, self.last = n, 0, -1
-
-    def handle(self) -> int:
-        for i in range(self.n):
-            self.last = step(i)
-            self.done += 1
-        return self.n
-
-
-HEARTBEATS = 200_000  # measurement 5: calls in one task body
-
-
-@task(name="bench.beating", heartbeat=3600)
-def beating(calls: int) -> float:
-    """Measurement 5: seconds for *calls* heartbeat() calls in a tight loop (the first
-    writes; the rest fall within the interval, as a loop's calls do)."""
-    start = time.perf_counter()
-    for i in range(calls):
-        durable.heartbeat({"done": i, "of": calls})
-    return time.perf_counter() - start
-
-
-@workflow(name="bench.heartbeats")
-def heartbeats(calls: int) -> float:
-    return beating(calls)
-
-
-@workflow(name="bench.long")
-def long(n: int) -> int:
-    for i in range(n + 1):
-        step(i)  # step n crashes when measurement 3 asks it to
-    return n
-
-
-def log(message: str) -> None:
-    print(f"[steps.py] {message}", file=sys.stderr, flush=True)
+SRC = Path(durable.__file__).parent  # the code measured
 
 
 def git(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", *args], cwd=SRC, capture_output=True, check=False)
 
 
-def run_batch(count: int, length: int) -> float:
-    """Execute *count* `steps(length)` workflows one after another; return seconds."""
-    start = time.perf_counter()
-    for _ in range(count):
-        execute(steps, length)
-    return time.perf_counter() - start
-
-
-def run_concurrently(count: int, length: int) -> float:
-    """Execute *count* `steps(length)` workflows on THREADS threads; return seconds."""
-    with ThreadPoolExecutor(THREADS) as pool:
-        start = time.perf_counter()
-        list(pool.map(lambda _: execute(steps, length), range(count)))
-        return time.perf_counter() - start
-
-
-def summary(name: str, values: list[float]) -> dict[str, Any]:
-    """The median of *values* under *name*, and all of them under *name*_values."""
-    rounded = [round(v, 2) for v in values]
-    return {name: round(statistics.median(values), 2), f"{name}_values": rounded}
-
-
-class Bench:
-    """The measurements of one backend, each on a fresh database."""
-
-    def __init__(self, backend: str, plan: Plan, tmp: Path, pg_url: str) -> None:
-        self.backend, self.plan, self.tmp, self.pg_url = backend, plan, tmp, pg_url
-        self._count = itertools.count()
-
-    def admin(self, sql: str) -> Any:
-        """Run one statement on the PostgreSQL server; return its first row, if any."""
-        import psycopg
-
-        with psycopg.connect(self.pg_url, autocommit=True) as conn:
-            cursor = conn.execute(sql)
-            return cursor.fetchone() if cursor.description else None
-
-    @contextlib.contextmanager
-    def fresh(self) -> Iterator[str]:
-        """Yield the URL of an empty SQLite file, PostgreSQL schema or memory backend."""
-        name = f"bench_{os.getpid()}_{next(self._count)}"
-        if self.backend == "memory":
-            yield "memory://"
-        elif self.backend == "sqlite":
-            try:
-                yield f"sqlite:///{self.tmp / name}.db"
-            finally:
-                for suffix in (".db", ".db-wal", ".db-shm"):
-                    (self.tmp / f"{name}{suffix}").unlink(missing_ok=True)
-        else:
-            self.admin(f'CREATE SCHEMA "{name}"')
-            try:
-                separator = "&" if "?" in self.pg_url else "?"
-                yield f"{self.pg_url}{separator}options=-csearch_path%3D{name}"
-            finally:
-                self.admin(f'DROP SCHEMA "{name}" CASCADE')
-
-    def throughput(self) -> dict[str, Any]:
-        plan, per_step, marginal, fixed, concurrent = self.plan, [], [], [], []
-        for rep in range(plan.reps):
-            with self.fresh() as url, contextlib.closing(durable.configure(url)):
-                run_batch(plan.warmup, 10)
-                ten = run_batch(plan.workflows, 10) / plan.workflows
-                zero = run_batch(plan.workflows, 0) / plan.workflows
-                together = run_concurrently(plan.workflows, 10) / plan.workflows
-            per_step.append(ten / 10 * 1e6)
-            marginal.append((ten - zero) / 10 * 1e6)
-            fixed.append(zero * 1e6)
-            concurrent.append(together / 10 * 1e6)
-            log(
-                f"  rep {rep + 1}: {per_step[-1]:.1f} us/step, {fixed[-1]:.1f} us/workflow, "
-                f"{concurrent[-1]:.1f} us/step with {THREADS} threads"
-            )
-        return (
-            summary("us_per_step_200x10", per_step)
-            | summary("us_per_step_marginal", marginal)
-            | summary("us_fixed_per_workflow", fixed)
-            | summary("us_per_step_200x10_concurrent", concurrent)
-            | {"throughput_workflows": plan.workflows, "concurrent_threads": THREADS}
-        )
-
-    def class_cost(self) -> dict[str, Any]:
-        """Measurement 6: a workflow class's per-step cost over a function's."""
-        values: dict[str, list[float]] = {"class": [], "function": []}
-        for _ in range(self.plan.reps):
-            for name, target in (("class", ClassSteps), ("function", steps)):
-                with self.fresh() as url, contextlib.closing(durable.configure(url)):
-                    for count in (self.plan.warmup, self.plan.workflows):
-                        start = time.perf_counter()
-                        for _ in range(count):
-                            execute(target, 10)
-                    per_step = (time.perf_counter() - start) / (count * 10) * 1e6
-                values[name].append(per_step)
-        ratio = statistics.median(values["class"]) / statistics.median(values["function"])
-        log(f"  class workflow: {ratio:.3f}x a function workflow per step")
-        return (
-            summary("us_per_step_class", values["class"])
-            | summary("us_per_step_function", values["function"])
-            | {"class_over_function": round(ratio, 3)}
-        )
-
-    def metrics_cost(self) -> dict[str, Any]:
-        """Measurement 7: what the metrics observer adds to a step."""
-        try:
-            from prometheus_client import CollectorRegistry
-
-            from durable.ops import metrics
-        except ImportError:
-            return {"us_metrics_per_step": None}
-        values: dict[str, list[float]] = {"plain": [], "metrics": []}
-        for _ in range(self.plan.reps):
-            for name in ("plain", "metrics"):
-                with self.fresh() as url, contextlib.closing(durable.configure(url)) as engine:
-                    if name == "metrics":
-                        metrics.instrument(engine, registry=CollectorRegistry(), queues=False)
-                    run_batch(self.plan.warmup, 10)
-                    per_step = run_batch(self.plan.workflows, 10) / (self.plan.workflows * 10)
-                values[name].append(per_step * 1e6)
-        extra = statistics.median(values["metrics"]) - statistics.median(values["plain"])
-        log(f"  metrics: {extra:+.2f} us/step")
-        return (
-            summary("us_per_step_with_metrics", values["metrics"])
-            | summary("us_per_step_without_metrics", values["plain"])
-            | {"us_metrics_per_step": round(extra, 2)}
-        )
-
-    def heartbeat_cost(self) -> dict[str, Any]:
-        """Measurement 5: us per `durable.heartbeat()` call in a tight loop."""
-        values = []
-        for _ in range(self.plan.reps):
-            with self.fresh() as url, contextlib.closing(durable.configure(url)):
-                values.append(execute(heartbeats, HEARTBEATS) / HEARTBEATS * 1e6)
-        log(f"  heartbeat(): {statistics.median(values):.2f} us/call")
-        return summary("us_per_heartbeat_call", values)
-
-    def lengths(self) -> dict[str, Any]:
-        runs: dict[int, list[float]] = {n: [] for n in self.plan.lengths}
-        first, last = [], []  # of the longest workflow
-        for n, _ in itertools.product(self.plan.lengths, range(self.plan.reps)):
-            with self.fresh() as url, contextlib.closing(durable.configure(url)):
-                run_batch(self.plan.warmup, 10)
-                _stamps.clear()
-                runs[n].append(run_batch(1, n) / n * 1e6)
-            k = n // 10
-            first.append((_stamps[k] - _stamps[0]) / k * 1e6)
-            last.append((_stamps[-1] - _stamps[-1 - k]) / k * 1e6)
-            log(f"  {n} steps: {runs[n][-1]:.1f} us/step")
-        by_length = {n: statistics.median(values) for n, values in runs.items()}
-        first, last = first[-self.plan.reps :], last[-self.plan.reps :]
-        ratio = statistics.median(b / a for a, b in zip(first, last, strict=True))
-        return {
-            "us_per_step_by_length": {n: round(v, 1) for n, v in by_length.items()},
-            "us_per_step_by_length_values": {n: [round(v, 1) for v in r] for n, r in runs.items()},
-            "ratio_longest_vs_shortest": round(by_length[n] / by_length[self.plan.lengths[0]], 3),
-            "longest_us_per_step_first_10pct": round(statistics.median(first), 1),
-            "longest_us_per_step_last_10pct": round(statistics.median(last), 1),
-            "longest_ratio_last_vs_first_10pct": round(ratio, 3),
-        }
-
-    def crash(self, url: str, run_id: str, n: int) -> str:
-        """Leave `long(n)` unfinished under *run_id*, n steps recorded; say how."""
-        global _crash_at
-        if self.backend == "memory":  # nothing outlives this process: crash in it
-            _crash_at = n
-            try:
-                execute(long, n, id=run_id)
-            except KeyboardInterrupt:
-                _crash_at = -1
-            return f"in-process: step {n} raised KeyboardInterrupt"
-        child = [sys.executable, __file__, url, run_id, str(n)]
-        done = subprocess.run(child, env={**os.environ, CRASH_ENV: str(n)}, check=False)
-        if done.returncode != 137:
-            raise RuntimeError(f"the crashing child exited {done.returncode}, not 137")
-        return f"child process: step {n} called os._exit(137)"
-
-    def resume(self) -> dict[str, Any]:
-        n, resumes, colds, loads = self.plan.resume_steps, [], [], []
-        for rep in range(self.plan.reps):
-            with self.fresh() as url, contextlib.closing(durable.configure(url)) as engine:
-                method = self.crash(url, f"cold-{rep}", n)
-                colds.append(self.timed_resume(f"cold-{rep}", n))
-                run_batch(self.plan.warmup, 10)
-                self.crash(url, f"warm-{rep}", n)
-                resumes.append(self.timed_resume(f"warm-{rep}", n))
-                start = time.perf_counter()
-                rows = len(engine.backend.load_history(f"warm-{rep}"))
-                loads.append((time.perf_counter() - start) * 1e3)
-            log(f"  resume after {n} steps: {resumes[-1]:.2f} ms (cold engine: {colds[-1]:.2f})")
-        return (
-            summary("ms_resume_1000_steps", resumes)
-            | summary("ms_resume_1000_steps_cold", colds)
-            | summary("ms_load_history_1000", loads)
-            | {"load_history_rows": rows, "resume_steps": n, "resume_method": method}
-        )
-
-    @staticmethod
-    def timed_resume(run_id: str, n: int) -> float:
-        """Milliseconds to resume `long(n)` under *run_id*, which crashed at step n."""
-        _stamps.clear()
-        start = time.perf_counter()
-        result = execute(long, n, id=run_id)
-        elapsed = (time.perf_counter() - start) * 1e3
-        if result != n or len(_stamps) != 1:
-            raise RuntimeError(f"resume returned {result}, ran {len(_stamps)} steps")
-        return elapsed
-
-    def raw_floor(self) -> float | None:
-        """Microseconds per autocommitted small-row INSERT straight through the driver."""
-        if self.backend == "memory":
-            return None
-        with self.fresh() as url:
-            if self.backend == "sqlite":
-                conn: Any = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload BLOB)")
-                insert = "INSERT INTO t (payload) VALUES (?)"
-            else:
-                import psycopg
-
-                conn = psycopg.connect(url, autocommit=True)
-                conn.execute("CREATE TABLE t (id bigserial PRIMARY KEY, payload bytea)")
-                insert = "INSERT INTO t (payload) VALUES (%s)"
-            with contextlib.closing(conn):
-                for _ in range(self.plan.warmup * 30):
-                    conn.execute(insert, (b"x" * 64,))
-                iterations, start = self.plan.workflows * 10, time.perf_counter()
-                for _ in range(iterations):
-                    conn.execute(insert, (b"x" * 64,))  # no transaction is open: it commits
-                floor = (time.perf_counter() - start) / iterations * 1e6
-        log(f"  raw floor: {floor:.1f} us/commit")
-        return round(floor, 1)
+class Bench(Measures):
+    """The measurements of one backend (_steps_measures.py), reported with their context,
+    the targets and the verdicts."""
 
     def run(self, quick: bool) -> dict[str, Any]:
         """Every measurement, with its context, the targets and the verdicts."""

@@ -15,8 +15,8 @@ from durable import RunStatus
 from durable.core.records import RunQuery
 
 from . import cli_app
+from .cli_action_helpers import APP, actors, failed_pipelines, log_of, one_object
 from .cli_world import BOTH, FORMATS, Cli, settle, status
-from .test_cli_actions import APP, actors, failed_pipelines, log_of, one_object
 
 
 @pytest.fixture

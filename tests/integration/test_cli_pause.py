@@ -14,8 +14,8 @@ from durable import RunStatus, Worker, task, workflow
 from durable.ops import Operations
 
 from . import cli_app
+from .cli_action_helpers import one_object
 from .cli_world import BOTH, FORMATS, Cli, make_runs, settle, status
-from .test_cli_actions import one_object
 
 #: `hold` blocks until GATE is set; ENTERED says it got there.
 GATE = threading.Event()

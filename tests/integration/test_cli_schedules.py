@@ -26,8 +26,8 @@ from durable.ops import Operations
 from durable.runtime import schedules
 
 from . import schedule_workflows as flows
+from .cli_action_helpers import one_object
 from .cli_world import BOTH, FORMATS, Cli, Result, status
-from .test_cli_actions import one_object
 
 MODULE = "tests.integration.schedule_workflows"
 REPO = Path(__file__).resolve().parents[2]
