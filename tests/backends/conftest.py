@@ -1,13 +1,16 @@
-"""The `two_databases` fixture of the migration tests (test_migrations.py,
-test_migrations_tallies.py)."""
+"""Fixtures of the backend tests: `two_databases` for the migration tests
+(test_migrations.py, test_migrations_tallies.py), `open_backends` for the state machine
+and the sequences it found (test_state_machine.py, test_replayed_*.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.backends._machine_backends import Backends, backend_factory
 from tests.backends._migration_db import Database
 from tests.conftest import PostgresSchemas
 
@@ -23,3 +26,9 @@ def two_databases(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
         return
     schemas: PostgresSchemas = request.getfixturevalue("pg_schemas")
     yield Database("postgres", schemas.new_url()), Database("postgres", schemas.new_url())
+
+
+@pytest.fixture
+def open_backends(tmp_path: Path) -> Callable[[], Backends]:
+    """A factory of fresh backend trios, one per Hypothesis example."""
+    return backend_factory(tmp_path)
