@@ -1,5 +1,5 @@
-"""The `cli` fixture of the CLI action tests (test_cli_start.py,
-test_cli_cancel_retry_send.py, test_cli_bulk.py); other modules define their own."""
+"""The `cli` fixture of the CLI tests: the CLI pointed at the test's database. Modules
+whose tests need runs made first define their own (test_cli_runs.py, ...)."""
 
 from __future__ import annotations
 

@@ -19,11 +19,6 @@ from .cli_action_helpers import APP, actors, failed_pipelines, log_of, one_objec
 from .cli_world import BOTH, FORMATS, Cli, settle, status
 
 
-@pytest.fixture
-def cli(url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(capsys, url)
-
-
 @BOTH
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_fail_fix_fork(engine: durable.Engine, cli: Cli, tmp_path: Path, fmt: str) -> None:

@@ -40,11 +40,6 @@ def _gate() -> None:
     ENTERED.clear()
 
 
-@pytest.fixture
-def cli(url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(capsys, url)
-
-
 def logged(engine: durable.Engine, run_id: str) -> list[tuple[str, str | None, object]]:
     """(action, actor, detail) of everything operators did to the run."""
     return [(a["action"], a["actor"], a["detail"]) for a in Operations(engine).actions(run_id)]

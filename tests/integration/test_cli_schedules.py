@@ -34,12 +34,6 @@ REPO = Path(__file__).resolve().parents[2]
 TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 
 
-@pytest.fixture
-def cli(url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """The CLI pointed at the test's database (the `engine` fixture opens it)."""
-    return Cli(capsys, url)
-
-
 def every(schedule_id: str, customer: str, **options: Any) -> str:
     """An interval schedule of `sync_customer` (15 minutes unless told), stored now."""
     options.setdefault("every", timedelta(minutes=15))
