@@ -32,11 +32,13 @@ app; one more is a 503 with ``Retry-After`` (the page then polls).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,8 @@ class LiveHub:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._subscribers: list[Callable[[int], None]] = []
+        #: Streams awaiting a change on an event loop (`wait_async`): each wakes its own.
+        self._wakers: set[Callable[[], None]] = set()
 
     @property
     def version(self) -> int:
@@ -108,6 +112,9 @@ class LiveHub:
             self._version += 1
             version = self._version
             self._condition.notify_all()
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake()
         for callback in self._subscribers:
             callback(version)
         return version
@@ -117,6 +124,28 @@ class LiveHub:
         with self._condition:
             self._condition.wait_for(lambda: self._version != seen or self._closed, timeout)
             return self._version
+
+    async def wait_async(self, seen: int, timeout: float) -> int:
+        """`wait` for a coroutine on an asyncio loop, which holds no thread meanwhile:
+        `bump` (from the watch's thread or any other) wakes it through the loop."""
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(woken.set)
+
+        with self._condition:
+            if self._version != seen or self._closed:
+                return self._version
+            self._wakers.add(wake)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), timeout)
+        finally:
+            with self._condition:
+                self._wakers.discard(wake)
+        return self._version
 
     def connect(self) -> None:
         """A client arrived: start watching if nobody was."""
@@ -148,6 +177,9 @@ class LiveHub:
         with self._condition:
             self._closed = True
             self._condition.notify_all()
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake()
 
     def _run(self) -> None:
         try:
@@ -266,25 +298,42 @@ class LiveBody:
         hub.connect()
 
     def __iter__(self) -> Iterator[bytes]:
+        """The pieces, each waited for in the server's thread (WSGI)."""
         yield f"retry: {RETRY_MS}\n\n".encode()
         ends = time.monotonic() + LONGEST
         seen = self._hub.version
         yield _event(seen)
         while self._open and time.monotonic() < ends:
-            version = self._hub.wait(seen, min(KEEP_ALIVE, max(ends - time.monotonic(), 0)))
+            version = self._hub.wait(seen, _quiet(ends))
             if self._hub.closed:
                 return
-            if version == seen:
-                yield b": keep-alive\n\n"
-            else:
-                seen = version
-                yield _event(version)
+            yield b": keep-alive\n\n" if version == seen else _event(version)
+            seen = version
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        """The same pieces, awaited on the running asyncio loop without a thread of
+        their own (`_pieces` takes these under ASGI)."""
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        ends = time.monotonic() + LONGEST
+        seen = self._hub.version
+        yield _event(seen)
+        while self._open and time.monotonic() < ends:
+            version = await self._hub.wait_async(seen, _quiet(ends))
+            if self._hub.closed:
+                return
+            yield b": keep-alive\n\n" if version == seen else _event(version)
+            seen = version
 
     def close(self) -> None:
         if self._open:
             self._open = False
             self._hub.disconnect()
             self._release()
+
+
+def _quiet(ends: float) -> float:
+    """Seconds to wait for a change before a keep-alive, within the stream's end."""
+    return min(KEEP_ALIVE, max(ends - time.monotonic(), 0))
 
 
 def _event(version: int) -> bytes:

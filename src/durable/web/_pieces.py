@@ -1,17 +1,20 @@
-"""An event stream's next piece, awaited from a thread outside the host's pool.
+"""An event stream's pieces under ASGI: awaited natively, or from a thread outside
+the host's pool.
 
 The dashboard's event streams (a run's stream, `_streams.py`; the live versions,
 `_live.py`) are blocking iterators: each piece may take up to 15 s to come. Mounted in
 an asynchronous framework, each open page awaits its pieces from a thread, and that
 thread must not be one of the pool the framework runs its own sync endpoints in
 (anyio's default limiter, 40 threads in Starlette and FastAPI; the event loop's
-default executor; Django's): forty open tabs would take them all. Used by `_asgi` and
-`_django` under ASGI.
+default executor; Django's): forty open tabs would take them all. A live stream
+(`_live.LiveBody`) is asynchronous itself and awaits its changes on the loop, so an open
+page holds no thread at all on asyncio. Used by `_asgi` and `_django` under ASGI.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -36,11 +39,27 @@ async def _next_piece(pieces: Iterator[bytes]) -> Any:
 
 
 async def each_piece(body: Any) -> AsyncGenerator[bytes, None]:
-    """*body*'s pieces as an asynchronous iterator, each awaited by `_next_piece`; the
-    body is closed at the end, or when the consumer stops (the client left)."""
-    pieces = iter(body)
+    """*body*'s pieces as an asynchronous iterator; the body is closed at the end, or
+    when the consumer stops (the client left). A body that is asynchronous itself (a
+    live stream, `_live.LiveBody`) is iterated as such on an asyncio loop, holding no
+    thread; others (and any body under another loop, such as trio) piece by piece
+    through `_next_piece`."""
     try:
+        if hasattr(body, "__aiter__") and _on_asyncio():
+            async with contextlib.aclosing(aiter(body)) as native:
+                async for piece in native:
+                    yield piece
+            return
+        pieces = iter(body)
         while (piece := await _next_piece(pieces)) is not _END:
             yield piece
     finally:
         body.close()
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio)
+        return False
+    return True
