@@ -139,6 +139,7 @@ def test_a_run_finished_by_another_engine_moves_the_version(url: str) -> None:
         assert received[-1] > first
     finally:
         events.close()
+        app.close()  # ends the stream its server thread still waits in
         server.shutdown()
         server.server_close()
         other.close()
