@@ -1,5 +1,5 @@
 """Schedules under a kill storm (issue 16): three workers, fifty schedules firing every
-second for 40 s (60 s with DURABLE_SCHEDULE_STORM_S=60), a random worker SIGKILLed and
+second for 60 s (DURABLE_SCHEDULE_STORM_S to change it), a random worker SIGKILLed and
 replaced about every second. Checked from the database: every tick of every schedule
 fired exactly once (one run, whose id names the tick), none lost (catch-up "all"),
 none early. Every other schedule has a jitter of half a second: its runs are created
@@ -26,9 +26,9 @@ from tests.e2e.schedule_app import ticked
 from tests.e2e.test_workers import stop_all
 
 SCHEDULES = 50
-#: Seconds of storm. The issue asks for 60; CI runs 40 on each database, which keeps its
-#: whole run under 20 minutes. DURABLE_SCHEDULE_STORM_S=60 runs it as asked.
-STORM = float(os.environ.get("DURABLE_SCHEDULE_STORM_S") or 40)
+#: Seconds of storm, as the issue asks (about 65 s a database; DURABLE_SCHEDULE_STORM_S
+#: to shorten it while working on schedules).
+STORM = float(os.environ.get("DURABLE_SCHEDULE_STORM_S") or 60)
 
 
 def start_worker(children: Children) -> subprocess.Popen[str]:
