@@ -19,21 +19,15 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-
-@dataclass
-class _Waiting:
-    """A connection's calls waiting for its commit, each with the savepoints it is in."""
-
-    calls: list[tuple[frozenset[str], Callable[[], None]]] = field(default_factory=list)
-
-
 log = logging.getLogger("durable")
 
-_waiting: weakref.WeakKeyDictionary[sa.Connection, _Waiting] = weakref.WeakKeyDictionary()
+#: A call waiting for a commit, with the names of the savepoints it was made in.
+_Call = tuple[frozenset[str], Callable[[], None]]
+#: Each connection's calls waiting for its commit.
+_waiting: weakref.WeakKeyDictionary[sa.Connection, list[_Call]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -43,11 +37,11 @@ def when_committed(conn: sa.Connection, call: Callable[[], None]) -> None:
     with _lock:
         waiting = _waiting.get(conn)
         if waiting is None:
-            waiting = _waiting[conn] = _Waiting()
+            waiting = _waiting[conn] = []
             sa.event.listen(conn, "commit", _committed)
             sa.event.listen(conn, "rollback", _rolled_back)
             sa.event.listen(conn, "rollback_savepoint", _savepoint_rolled_back)
-    waiting.calls.append((_savepoints(conn), call))
+    waiting.append((_savepoints(conn), call))
 
 
 def _savepoints(conn: sa.Connection) -> frozenset[str]:
@@ -63,11 +57,10 @@ def _savepoints(conn: sa.Connection) -> frozenset[str]:
     return frozenset(names)
 
 
-def _take(conn: sa.Connection) -> list[tuple[frozenset[str], Callable[[], None]]]:
-    waiting = _waiting.get(conn)
-    if waiting is None:
-        return []
-    calls, waiting.calls = waiting.calls, []
+def _take(conn: sa.Connection) -> list[_Call]:
+    waiting = _waiting.get(conn, [])
+    calls = waiting[:]
+    waiting.clear()
     return calls
 
 
@@ -84,6 +77,5 @@ def _rolled_back(conn: sa.Connection) -> None:
 
 
 def _savepoint_rolled_back(conn: sa.Connection, name: str, _context: object) -> None:
-    waiting = _waiting.get(conn)
-    if waiting is not None:
-        waiting.calls = [(inside, call) for inside, call in waiting.calls if name not in inside]
+    waiting = _waiting.get(conn, [])
+    waiting[:] = [(inside, call) for inside, call in waiting if name not in inside]
