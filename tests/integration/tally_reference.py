@@ -203,22 +203,23 @@ def write(writer: Writer, runs: list[Spec], now: float) -> list[Outcome]:
         if retry:
             assert writer.backend.retry_run(run_id, sorted(erased)) is not None
         run_status = "open" if retry or not ended else spec.status
+        # A duration as the database has it: the difference of the stored times, which
+        # may be a fraction of a microsecond off the spec's (epoch seconds as doubles),
+        # enough to move a duration just above a bin's bound into the bin below.
+        finished = started + spec.seconds
+        seconds = finished - started
         counted.append(
             Outcome(
                 "run",
                 spec.workflow,
                 run_status,
                 created,
-                spec.seconds if run_status != "open" else None,
-                started + spec.seconds if run_status != "open" else None,
+                seconds if run_status != "open" else None,
+                finished if run_status != "open" else None,
             )
         )
         if retry:
-            counted.append(
-                Outcome(
-                    "run", spec.workflow, "retried", created, spec.seconds, started + spec.seconds
-                )
-            )
+            counted.append(Outcome("run", spec.workflow, "retried", created, seconds, finished))
         # The SQL backends count a run's calls when its execution ends (the memory
         # backend at once): those of a run still running are not counted yet.
         batched = writer.sql is not None and spec.status == "running"
@@ -227,9 +228,8 @@ def write(writer: Writer, runs: list[Spec], now: float) -> list[Outcome]:
                 continue
             begin = started + call.offset
             status = "retried" if retry and position in erased else call.status
-            counted.append(
-                Outcome("task", call.name, status, begin, call.seconds, begin + call.seconds)
-            )
+            end = begin + call.seconds
+            counted.append(Outcome("task", call.name, status, begin, end - begin, end))
     return counted
 
 
