@@ -3,7 +3,7 @@ expressions each dialect spells its own way (`Compiler`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -124,6 +124,25 @@ class Compiler:
             sa.func.pg_notify(channel, changed.c.topic),
             sa.func.pg_notify(channel, changed.c.also),
         )
+
+    def _one_of(
+        self, column: sa.ColumnElement[Any], values: Sequence[Any]
+    ) -> sa.ColumnElement[bool]:
+        """*column* is one of *values* (constants or parameters). On SQLite as
+        equalities: it answers ``IN (...)`` from a temporary B-tree it builds at each
+        execution (a page cache of its own), which cost a step's statement 6-8 us of
+        its 30. PostgreSQL keeps ``IN``, which its index conditions read as one."""
+        if self.postgres:
+            return column.in_(values)
+        return sa.or_(*(column == value for value in values))
+
+    def _none_of(
+        self, column: sa.ColumnElement[Any], values: Sequence[Any]
+    ) -> sa.ColumnElement[bool]:
+        """*column* is none of *values*: `_one_of`, negated."""
+        if self.postgres:
+            return column.not_in(values)
+        return sa.and_(*(column != value for value in values))
 
     def _in_names(self, column: sa.Column[str], param: str) -> sa.ColumnElement[bool]:
         """*column* is one of a list parameter: an array (PostgreSQL) or JSON (SQLite)."""

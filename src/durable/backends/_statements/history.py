@@ -105,7 +105,7 @@ class HistoryStatements(Compiler):
         return insert.on_conflict_do_update(
             index_elements=[h.run_id, h.position],
             set_=replaced,
-            where=h.status.in_(UNFINISHED_STEP),
+            where=self._one_of(h.status, UNFINISHED_STEP),
         )
 
     def _value(self, name: str, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
@@ -130,10 +130,11 @@ class HistoryStatements(Compiler):
         done = history.alias("done")
         none_finished = ~sa.exists().where(
             done.c.run_id == bind("run_id_0", history.c.run_id),
-            done.c.position.in_(
-                [bind("position_0", history.c.position), bind("position_1", history.c.position)]
+            self._one_of(
+                done.c.position,
+                [bind("position_0", history.c.position), bind("position_1", history.c.position)],
             ),
-            done.c.status.not_in(UNFINISHED_STEP),
+            self._none_of(done.c.status, UNFINISHED_STEP),
         )
         fence = (*fence, none_finished)
         rows = [

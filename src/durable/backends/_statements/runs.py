@@ -124,7 +124,7 @@ class RunStatements(Compiler):
         fenced_unfinished = (
             r.id == bind("id", r.id),
             r.epoch == bind("epoch", r.epoch),
-            r.status.notin_(FINISHED),
+            self._none_of(r.status, FINISHED),
         )
         ended = {"lease_owner": sa.null(), "lease_until": sa.null(), "updated_at": now}
         finishing = (
