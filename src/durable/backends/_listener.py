@@ -1,6 +1,6 @@
 """PostgreSQL notifications from other processes, fed into this process's hub.
 
-One thread per backend holds a connection that LISTENs on durable's channel and
+One thread per backend holds a connection that LISTENs on its schema's channel and
 turns each notification's payload (a topic) into a hub notification. If the
 connection drops it reconnects with capped exponential backoff (never a storm), and
 after reconnecting wakes every waiter, because notifications sent meanwhile are lost.
@@ -21,7 +21,8 @@ log = logging.getLogger("durable")
 
 
 class Listener:
-    """A daemon thread: LISTEN *channel* on connections from *open_*, notify *hub*."""
+    """A daemon thread: LISTEN on connections from *open_*, notify *hub*. *channel* is
+    an SQL expression, read on each connection: the channel is its schema's."""
 
     def __init__(self, open_: Callable[[], Any], hub: Hub, channel: str) -> None:
         self._open = open_
@@ -41,7 +42,8 @@ class Listener:
             conn = None
             try:
                 conn = self._open().conn
-                conn.execute(f"LISTEN {self._channel}")
+                channel = conn.execute(f"SELECT {self._channel}").fetchone()[0]
+                conn.execute("LISTEN " + '"' + channel.replace('"', '""') + '"')
                 self._hub.notify_all()  # whatever was sent while we were away is lost
                 backoff = 0.1
                 while not self._stopping.is_set():

@@ -14,8 +14,20 @@ from durable.backends._protocol.waits import TIMERS
 from durable.backends._schema import runs
 from durable.core.records import RunStatus, StepStatus
 
-#: The one PostgreSQL notification channel; payloads are topics (see _hub.py).
+#: The PostgreSQL notification channel of durable's tables in schema ``public``;
+#: payloads are topics (see _hub.py).
 CHANNEL = "durable"
+
+#: The channel of the schema durable's tables are in (``current_schema()``), so that two
+#: deployments in two schemas of one database do not wake each other: ``durable`` for
+#: ``public`` (what every version before this one used, so old and new processes of one
+#: deployment still hear each other), else ``durable:<schema>``, or ``durable:<md5 of
+#: it>`` where that would pass the 63 bytes of a channel's name.
+CHANNEL_SQL = (
+    f"CASE WHEN coalesce(current_schema(), 'public') = 'public' THEN '{CHANNEL}' "
+    f"WHEN octet_length(current_schema()) <= 54 THEN '{CHANNEL}:' || current_schema() "
+    f"ELSE '{CHANNEL}:' || md5(current_schema()) END"
+)
 
 
 def constant(value: str) -> sa.ColumnClause[str]:
@@ -94,13 +106,17 @@ class Compiler:
             return sa.cast(sa.func.extract("epoch", sa.func.statement_timestamp()), sa.Double)
         return self._now
 
-    def _notifying(self, dml: Any, topic: sa.ColumnElement[str], *more: Any) -> Any:
-        """*dml* returning (topic, *more); on PostgreSQL also notifying the topic."""
+    def _notifying(
+        self, dml: Any, topic: sa.ColumnElement[str], *more: Any, channel: str | None = None
+    ) -> Any:
+        """*dml* returning (topic, *more); on PostgreSQL also notifying the topic, on
+        *channel* if given, else on that of the connection's schema (`CHANNEL_SQL`)."""
         returning = dml.returning(topic.label("topic"), *more)
         if not self.postgres:
             return returning
         changed = returning.cte("changed")
-        notify = sa.func.pg_notify(sa.literal_column(f"'{CHANNEL}'"), changed.c.topic)
+        named = schema_channel() if channel is None else sa.literal(channel, sa.Text)
+        notify = sa.func.pg_notify(named, changed.c.topic)
         return sa.select(*changed.c, notify)
 
     def _waking(self, dml: Any, *more: Any) -> Any:
@@ -118,7 +134,7 @@ class Compiler:
         if not self.postgres:
             return returning
         changed = returning.cte("changed")
-        channel: sa.ColumnClause[Any] = sa.literal_column(f"'{CHANNEL}'")
+        channel = schema_channel()
         return sa.select(
             *changed.c,
             sa.func.pg_notify(channel, changed.c.topic),
@@ -177,3 +193,8 @@ class Compiler:
         for a NULL ``wake_at``)."""
         timers = sa.literal_column(f"'{TIMERS}'", sa.Text)
         return sa.case((wake_at.is_not(None), timers), else_=cls._queue_topic())
+
+
+def schema_channel() -> sa.ColumnElement[str]:
+    """The notification channel of the connection's schema, in SQL (`CHANNEL_SQL`)."""
+    return sa.literal_column(f"({CHANNEL_SQL})", sa.Text)

@@ -9,6 +9,7 @@ rule of waits.py.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,6 @@ from durable.core.records import ANY_EVENT
 
 from .base import (
     BLOCKED,
-    CHANNEL,
     FINISHED,
     QUEUED,
     RUNNING,
@@ -27,6 +27,7 @@ from .base import (
     Compiler,
     Statement,
     bind,
+    schema_channel,
 )
 
 
@@ -85,11 +86,13 @@ class RunStatements(Compiler):
         self.create_owned_run = self.compile(
             new_run.returning(r.created_at, r.lease_until, r.deadline_at)
         )
-        #: uncompiled too: a caller's connection runs it in its transaction (outbox).
-        self.queued_run_clause = self._notifying(
-            new_run, self._new_topic(bind("wake_at", r.wake_at)), r.created_at, r.deadline_at
-        )
-        self.create_queued_run = self.compile(self.queued_run_clause)
+        #: uncompiled, given the channel by name: a caller's connection runs it in its
+        #: transaction (outbox), where the current schema may not be durable's.
+        self.queued_run_clause = functools.partial(
+            self._notifying,
+            new_run, self._new_topic(bind("wake_at", r.wake_at)), r.created_at, r.deadline_at,
+        )  # fmt: skip
+        self.create_queued_run = self.compile(self.queued_run_clause())
         if self.postgres:
             columns = [
                 r.id, r.workflow, r.input, r.call_hash, r.queue, r.priority, r.deadline_at,
@@ -230,8 +233,7 @@ class RunStatements(Compiler):
             sa.select(sa.literal_column("'queue:'", sa.Text) + queued.c.queue),
         ).subquery()
         topic = topics.c[0]
-        channel: sa.ColumnClause[Any] = sa.literal_column(f"'{CHANNEL}'")
-        notified = sa.select(topic, sa.func.pg_notify(channel, topic))
+        notified = sa.select(topic, sa.func.pg_notify(schema_channel(), topic))
         return self.compile(notified if also is None else notified.add_cte(also))
 
     def _define_finish_many(self) -> None:

@@ -4,7 +4,8 @@
 SQLAlchemy ``Connection`` (or the one an ORM ``Session`` holds), inside the transaction
 the caller has open: the run is committed with the caller's rows or rolled back with
 them. The statement is the one `create_run` compiles (`queued_run_clause`), compiled
-again by SQLAlchemy for the caller's driver; on PostgreSQL its ``pg_notify`` is part of
+again by SQLAlchemy for the caller's driver; on PostgreSQL its ``pg_notify`` (on durable's
+channel, named: the caller's schema may differ) is part of
 the caller's transaction, so workers hear of the run when it commits, not before;
 what is to happen once the run exists (a metric counting it) waits for that commit too
 (`_commit_hooks`).
@@ -29,6 +30,7 @@ import sqlalchemy as sa
 
 from durable.backends import _rows
 from durable.backends._schema import runs
+from durable.backends._statements.base import CHANNEL_SQL
 from durable.core.attributes import Attributes
 from durable.core.records import NewRun, Run
 from durable.errors import ConfigurationError, StorageError
@@ -36,9 +38,10 @@ from durable.errors import ConfigurationError, StorageError
 from ._base import SQLBase
 from ._commit_hooks import when_committed
 
-#: Where durable's tables are, asked of durable's connection (PostgreSQL).
+#: Where durable's tables are, and the channel its workers listen on, asked of durable's
+#: connection (PostgreSQL).
 _PG_HOME = sa.text(
-    "SELECT current_database(), pg_postmaster_start_time()::text, n.nspname"
+    f"SELECT current_database(), pg_postmaster_start_time()::text, n.nspname, {CHANNEL_SQL}"
     " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
     " WHERE c.oid = to_regclass('durable_runs')"
 )
@@ -64,8 +67,10 @@ class SQLOutbox(SQLBase):
     _same_engines: weakref.WeakSet[Any]
     #: from `SQLAttributes`: the parameters that set a run's attributes.
     _attribute_values: Callable[[str, Attributes], dict[str, Any]]
-    #: durable's (database, server start, schema) on PostgreSQL, read once.
-    _pg_home: tuple[str, str, str] | None = None
+    #: durable's (database, server start, schema, channel) on PostgreSQL, read once.
+    _pg_home: tuple[str, str, str, str] | None = None
+    #: the insert, notifying durable's channel by name (see `_queued_run_clause`).
+    _outbox_clause: Any = None
 
     def create_run_in(
         self,
@@ -81,7 +86,7 @@ class SQLOutbox(SQLBase):
         options = self._check_same_database(conn)
         values, _, _ = _rows.new_run_values(new)
         try:
-            row = conn.execute(self._sql.queued_run_clause, values, execution_options=options)
+            row = conn.execute(self._queued_run_clause(), values, execution_options=options)
             first = row.fetchone()
             if first is not None:
                 if new.attributes:
@@ -130,13 +135,21 @@ class SQLOutbox(SQLBase):
         self._same_engines.add(conn.engine)
         return options
 
-    def _home(self) -> tuple[str, str, str]:
+    def _queued_run_clause(self) -> Any:
+        """The insert of a queued run, notifying durable's channel by its name: on the
+        caller's connection the current schema may not be durable's."""
+        if self._outbox_clause is None:
+            channel = self._home()[3] if self.dialect_name == "postgresql" else None
+            self._outbox_clause = self._sql.queued_run_clause(channel=channel)
+        return self._outbox_clause
+
+    def _home(self) -> tuple[str, str, str, str]:
         if self._pg_home is None:
             sql = str(_PG_HOME.compile())
 
-            def body(session: Any, _retried: bool) -> tuple[str, str, str]:
+            def body(session: Any, _retried: bool) -> tuple[str, str, str, str]:
                 row = session.execute(sql, ()).fetchone()
-                return (row[0], row[1], row[2])
+                return (row[0], row[1], row[2], row[3])
 
             self._pg_home = self._db.run("Finding durable's tables", body)
         return self._pg_home

@@ -17,7 +17,7 @@ from durable.backends._connections import Session
 from durable.backends._group import Rows
 from durable.backends._hub import Watch
 from durable.backends._listener import Listener
-from durable.backends._statements.base import CHANNEL
+from durable.backends._statements.base import CHANNEL_SQL
 from durable.core.chains import successor_id
 from durable.core.events import Event
 from durable.core.records import RunStatus, Step, StepStatus, awaited
@@ -260,5 +260,5 @@ class SQLWaits(SQLBase):
             return self._hub.watch(topics, cap=SQLITE_POLL)
         with self._listener_lock:
             if self._listener is None or not self._listener.alive():
-                self._listener = Listener(self._db.open, self._hub, CHANNEL)
+                self._listener = Listener(self._db.open, self._hub, CHANNEL_SQL)
         return self._hub.watch(topics)
