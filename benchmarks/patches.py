@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import sys
 
-# The benchmarks directory holds queue.py, which would shadow the standard library.
+# The benchmarks directory holds queue.py, which would shadow the standard library:
+# move it from the front of sys.path (where Python puts a script's) to the end.
 sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
+sys.path.append(__file__.rsplit("/", 1)[0])
 
 import argparse
 import contextlib
@@ -34,9 +36,10 @@ import json
 import os
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
+
+from _pg_schemas import drop_schema, fresh_schema
 
 import durable
 from durable import execute, workflow
@@ -149,32 +152,14 @@ def main() -> None:
             url, name = f"sqlite:///{Path(folder) / 'patches.db'}", "sqlite"
         else:
             base = os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
-            url, name = _fresh_schema(base), "postgresql"
+            url, name = fresh_schema(base), "postgresql"
         print(f"{name}: {k} calls", file=sys.stderr, flush=True)
         line = {"backend": name, **measure(url, k)}
         line["meets_targets"] = {"one_lookup": line["lookups_per_call_old"] <= 1}
         print(json.dumps(line), flush=True)
         durable.get_engine().close()
         if backend == "postgres":
-            _drop_schema(base, url)
-
-
-def _fresh_schema(base: str) -> str:
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    joiner = "&" if "?" in base else "?"
-    return f"{base}{joiner}options=-csearch_path%3D{schema}"
-
-
-def _drop_schema(base: str, url: str) -> None:
-    import psycopg
-
-    schema = url.rsplit("%3D", 1)[1]
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            drop_schema(base, url)
 
 
 if __name__ == "__main__":
