@@ -119,6 +119,12 @@ def test_a_stream_never_closed_ends_with_its_run(engine: durable.Engine, worker:
     assert list(handle.stream("nothing")) == [], "a stream never written ends with the run"
     assert handle.result(timeout=20) == "done"
 
+    async def read(name: str) -> list[Any]:
+        return [value async for value in handle.stream(name)]
+
+    assert asyncio.run(read("log")) == ["started", {"step": 1, "of": 1}], "awaited alike"
+    assert asyncio.run(read("nothing")) == []
+
 
 ATTEMPTS: list[int] = []
 

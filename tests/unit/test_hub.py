@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+
 from durable.backends._hub import ANY, MAX_TOPICS, Hub
 
 
@@ -67,3 +71,33 @@ def test_a_watch_on_any_hears_every_topic() -> None:
     for i in range(3 * MAX_TOPICS):
         hub.notify(f"queue:{i}")
     assert ANY in hub._versions and watch.wait(0)
+
+
+def test_an_awaited_wait_is_woken_from_another_thread() -> None:
+    """`Watch.wait_async` returns as soon as another thread notifies one of its topics
+    (not at its timeout), ignores other topics, reports a change made before it began,
+    and times out quietly; no waker is left behind on the hub."""
+    hub = Hub()
+    watch = hub.watch(["run:mine"])
+
+    async def main() -> list[tuple[bool, float]]:
+        loop = asyncio.get_running_loop()
+        results = []
+        loop.call_later(0.05, lambda: threading.Thread(target=hub.notify, args=["run:x"]).start())
+        loop.call_later(0.1, lambda: threading.Thread(target=hub.notify, args=["run:mine"]).start())
+        for timeout in (5.0, 0.05):
+            started = time.monotonic()
+            results.append((await watch.wait_async(timeout), time.monotonic() - started))
+        hub.notify("run:mine")
+        started = time.monotonic()
+        results.append((await watch.wait_async(5.0), time.monotonic() - started))
+        watch.poke()
+        results.append((await watch.wait_async(5.0), 0.0))
+        return results
+
+    (woken, took), (quiet, _), (early, at_once), (poked, _) = asyncio.run(main())
+    assert woken and 0.08 < took < 2, f"woken after {took:.3f} s by its topic"
+    assert not quiet, "nothing changed: the wait times out saying so"
+    assert early and at_once < 0.5, "a change before the wait is not lost"
+    assert poked, "a poke ends the wait"
+    assert not hub._wakers

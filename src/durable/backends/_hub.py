@@ -7,14 +7,18 @@ they change something; PostgreSQL also feeds it from LISTEN, so notifications fr
 other processes arrive too.
 
 A `Watch` remembers each topic's version when it is made, so a notification that
-lands between "check the database" and "wait" is never missed.
+lands between "check the database" and "wait" is never missed. A thread waits on the
+hub's condition (`Watch.wait`); a coroutine awaits on its own loop (`Watch.wait_async`),
+which a notification from any thread wakes through the loop, holding no thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 #: The most recently notified topics a hub remembers (it may hold up to twice this).
 MAX_TOPICS = 10_000
@@ -30,6 +34,9 @@ class Hub:
         self._condition = threading.Condition()
         self._versions: dict[str, int] = {}  # least recently notified first
         self._epoch = 0  # bumped by notify_all: every topic counts as changed
+        #: the coroutines' waits (`Watch.wait_async`): each called at every notification
+        #: with the condition held, and waking its loop if its topics changed.
+        self._wakers: set[Callable[[], None]] = set()
 
     def notify(self, topic: str) -> None:
         """Mark *topic* changed and wake its waiters."""
@@ -38,7 +45,7 @@ class Hub:
             self._versions[ANY] = self._versions.pop(ANY, 0) + 1
             if len(self._versions) > 2 * MAX_TOPICS:
                 self._forget_oldest()
-            self._condition.notify_all()
+            self._wake()
 
     def _forget_oldest(self) -> None:
         # Through LISTEN every process hears every run's topic: remembering them all,
@@ -55,7 +62,13 @@ class Hub:
         """Wake every waiter (after a lost connection, anything may have changed)."""
         with self._condition:
             self._epoch += 1
-            self._condition.notify_all()
+            self._wake()
+
+    def _wake(self) -> None:
+        """Wake the threads and the coroutines waiting (with the condition held)."""
+        self._condition.notify_all()
+        for wake in list(self._wakers):
+            wake()
 
     def _snapshot(self, topics: Sequence[str]) -> tuple[int, tuple[int, ...]]:
         return self._epoch, tuple(self._versions.get(t, 0) for t in topics)
@@ -86,7 +99,7 @@ class Watch:
         """Wake this watch's wait now (its owner has news of its own)."""
         with self._hub._condition:
             self._poked = True
-            self._hub._condition.notify_all()
+            self._hub._wake()
 
     def wait(self, timeout: float) -> bool:
         """Block until a watched topic changes or *timeout* (capped) passes.
@@ -98,10 +111,42 @@ class Watch:
             timeout = min(timeout, self._cap)
         hub = self._hub
         with hub._condition:
-            changed = hub._condition.wait_for(
-                lambda: self._poked or hub._snapshot(self._topics) != self._seen,
-                max(timeout, 0.0),
-            )
+            changed = hub._condition.wait_for(self._changed, max(timeout, 0.0))
             self._seen = hub._snapshot(self._topics)
             self._poked = False
         return changed
+
+    async def wait_async(self, timeout: float) -> bool:
+        """`wait` for a coroutine on an asyncio loop, which holds no thread meanwhile: a
+        notification or `poke` from any thread wakes it through its loop."""
+        if self._cap is not None:
+            timeout = min(timeout, self._cap)
+        hub = self._hub
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:  # with the hub's condition held
+            if self._changed():
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                    loop.call_soon_threadsafe(woken.set)
+
+        with hub._condition:
+            waiting = not self._changed()
+            if waiting:
+                hub._wakers.add(wake)
+        if waiting:
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), max(timeout, 0.0))
+            finally:
+                with hub._condition:
+                    hub._wakers.discard(wake)
+        with hub._condition:
+            changed = self._changed()
+            self._seen = hub._snapshot(self._topics)
+            self._poked = False
+        return changed
+
+    def _changed(self) -> bool:
+        """Poked, or a watched topic changed since the last wait (condition held)."""
+        return self._poked or self._hub._snapshot(self._topics) != self._seen

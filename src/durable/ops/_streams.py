@@ -4,13 +4,14 @@ class looked up, never failing)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
-from durable.core.streams import check_stream_name
+from durable.core.streams import StreamItem, check_stream_name
 from durable.errors import InvalidValue
 from durable.runtime.engine import Engine
-from durable.runtime.streams import follow
+from durable.runtime.streams import follow, follow_async
 
 from ._errors import BadRequest, NotFound, no_run
 from ._values import iso, value
@@ -29,13 +30,12 @@ def streams(engine: Engine, run_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def items(
-    engine: Engine, run_id: str, name: str, offset: int, *, idle: float
-) -> Iterator[dict[str, Any] | None]:
+def items(engine: Engine, run_id: str, name: str, offset: int, *, idle: float) -> Items:
     """Stream *name* of the run from *offset*, live (see `runtime.streams.follow`):
     ``{"offset", "value", "written_at"}`` per value, ``{"offset", "closed": True}`` for
     the close marker (the last item), None after *idle* seconds of nothing new. Ends
-    at the close marker or once the finished run's values are read.
+    at the close marker or once the finished run's values are read. Iterate it in a
+    thread, or ``async for`` on an asyncio loop, where waiting for news holds no thread.
 
     Raises:
         BadRequest: a bad stream name.
@@ -46,23 +46,33 @@ def items(
     except InvalidValue as error:
         raise BadRequest(str(error)) from None
     _known(engine, run_id)
-    return _items(engine, run_id, name, offset, idle)
+    return Items(engine, run_id, name, offset, idle)
 
 
-def _items(
-    engine: Engine, run_id: str, name: str, offset: int, idle: float
-) -> Iterator[dict[str, Any] | None]:
-    for item in follow(engine, run_id, name, offset, idle=idle):
-        if item is None:
-            yield None
-        elif item.payload is None:
-            yield {"offset": item.offset, "closed": True}
-        else:
-            yield {
-                "offset": item.offset,
-                "value": value(item.payload),
-                "written_at": iso(item.written_at),
-            }
+class Items:
+    """The items of one stream from an offset, to iterate once (`items`)."""
+
+    def __init__(self, engine: Engine, run_id: str, name: str, offset: int, idle: float) -> None:
+        self._where = (engine, run_id, name, offset)
+        self._idle = idle
+
+    def __iter__(self) -> Iterator[dict[str, Any] | None]:
+        for item in follow(*self._where, idle=self._idle):
+            yield _shown(item)
+
+    async def __aiter__(self) -> AsyncGenerator[dict[str, Any] | None, None]:
+        followed = follow_async(*self._where, idle=self._idle)
+        async with contextlib.aclosing(followed):
+            async for item in followed:
+                yield _shown(item)
+
+
+def _shown(item: StreamItem | None) -> dict[str, Any] | None:
+    if item is None:
+        return None
+    if item.payload is None:
+        return {"offset": item.offset, "closed": True}
+    return {"offset": item.offset, "value": value(item.payload), "written_at": iso(item.written_at)}
 
 
 def _known(engine: Engine, run_id: str) -> None:

@@ -29,9 +29,10 @@ import asyncio
 import contextlib
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
 from typing import Any
 
+from durable.core.records import Run
 from durable.core.streams import PAGE, StreamItem, stream_topic
 from durable.errors import DurableError, InvalidValue, LeaseLost, RunNotFound, StorageError
 
@@ -143,35 +144,84 @@ def follow(
     Raises:
         RunNotFound: no run has that id.
     """
-    backend = host.backend
-    watch = backend.watch([stream_topic(run_id), f"run:{run_id}"])
-    quiet_since = time.monotonic()
+    watch = host.backend.watch([stream_topic(run_id), f"run:{run_id}"])
+    cursor = _Cursor(run_id, offset, idle)
     while True:
-        run = backend.get_run(run_id)
-        if run is None:
-            raise RunNotFound(f"No run has the id {run_id!r}.", run_id=run_id)
-        # The status first: a finished run writes nothing more (writes are fenced on
-        # RUNNING), so what the read below returns is all there is.
-        finished = run.status.finished
-        items = backend.read_stream(run_id, name, offset, limit=PAGE)
-        for item in items:
+        for item in cursor.take(*_read(host, run_id, name, cursor.offset)):
             yield item
-            if item.closed:
+            if item is not None and item.closed:
                 return
-            offset = item.offset + 1
-        if len(items) == PAGE:
-            continue
-        if finished:
+        if cursor.pause is None:
             return
+        if cursor.pause > 0:
+            watch.wait(cursor.pause)
+
+
+async def follow_async(
+    host: Host, run_id: str, name: str, offset: int = 0, *, idle: float = 15.0
+) -> AsyncGenerator[StreamItem | None, None]:
+    """`follow` for a coroutine: each read runs in a thread, and the waits between them
+    are awaited on the loop (`Watch.wait_async`), so a follower waiting for the next
+    item holds no thread."""
+    watch = host.backend.watch([stream_topic(run_id), f"run:{run_id}"])
+    cursor = _Cursor(run_id, offset, idle)
+    while True:
+        read = await asyncio.to_thread(_read, host, run_id, name, cursor.offset)
+        for item in cursor.take(*read):
+            yield item
+            if item is not None and item.closed:
+                return
+        if cursor.pause is None:
+            return
+        if cursor.pause > 0:
+            await watch.wait_async(cursor.pause)
+
+
+def _read(host: Host, run_id: str, name: str, offset: int) -> tuple[Run | None, list[StreamItem]]:
+    """The run, then a page of its stream from *offset*. The status first: a finished
+    run writes nothing more (writes are fenced on RUNNING), so the page read after it is
+    all there is."""
+    run = host.backend.get_run(run_id)
+    if run is None:
+        return None, []
+    return run, list(host.backend.read_stream(run_id, name, offset, limit=PAGE))
+
+
+class _Cursor:
+    """Where a follower is, and what it does after each read (`follow`, `follow_async`)."""
+
+    def __init__(self, run_id: str, offset: int, idle: float) -> None:
+        self.run_id, self.offset, self.idle = run_id, offset, idle
+        self.quiet_since = time.monotonic()
+        #: after the items of the last read: None to end, 0 to read again at once, or
+        #: the seconds to wait for news first.
+        self.pause: float | None = 0.0
+
+    def take(self, run: Run | None, items: list[StreamItem]) -> list[StreamItem | None]:
+        """The items to hand out after reading *run* and a page of *items*; sets `pause`.
+
+        Raises:
+            RunNotFound: no run has that id.
+        """
+        if run is None:
+            raise RunNotFound(f"No run has the id {self.run_id!r}.", run_id=self.run_id)
+        out: list[StreamItem | None] = list(items)
         if items:
-            quiet_since = time.monotonic()
-            continue
-        left = quiet_since + idle - time.monotonic()
-        if left <= 0:
-            quiet_since = time.monotonic()
-            yield None
-            continue
-        watch.wait(left)
+            self.offset = items[-1].offset + 1
+        if len(items) == PAGE:
+            self.pause = 0.0
+        elif run.status.finished:
+            self.pause = None
+        elif items:
+            self.quiet_since, self.pause = time.monotonic(), 0.0
+        else:
+            left = self.quiet_since + self.idle - time.monotonic()
+            if left <= 0:
+                self.quiet_since, self.pause = time.monotonic(), 0.0
+                out.append(None)
+            else:
+                self.pause = left
+        return out
 
 
 class StreamReader:
@@ -206,16 +256,15 @@ class StreamReader:
         return self._async_values()
 
     async def _async_values(self) -> AsyncIterator[Any]:
-        """The same values, each awaited in a thread (reads and waits block there; a
-        wait lasts at most a second, so a reader that stops frees its thread soon)."""
-        values = self._values(idle=1.0)
-        end = object()
-        try:
-            while True:
-                value = await asyncio.to_thread(next, values, end)
-                if value is end:
+        """The same values, awaited on the loop: each read runs in a thread, and a
+        reader waiting for the next value holds none (`follow_async`)."""
+        items = follow_async(self._host, self.run_id, self.name, self.offset)
+        async with contextlib.aclosing(items):
+            async for item in items:
+                if item is None:
+                    continue
+                if item.payload is None:
                     return
+                value = self._host.load(item.payload, self.run_id, None)
+                self.offset = item.offset + 1
                 yield value
-        finally:
-            with contextlib.suppress(ValueError):  # still in its thread: ends by itself
-                values.close()

@@ -8,6 +8,7 @@ waiting for something that has already happened.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -274,6 +275,19 @@ def check_watch_wakes_waiters(make: MakeBackend) -> None:
         poker.join(5)
         # A watch may wake early (SQLite's poll): the finish must not outlive the backend.
         finisher.join(5)
+        # wait_async: the same, awaited on a loop; a change made from a thread wakes it.
+        backend.create_run(_new("run-2"))
+        awaited = backend.watch(["run:run-2"])
+        finished = threading.Timer(
+            0.05, lambda: backend.finish_run("run-2", 1, RunStatus.COMPLETED, output=b"j2")
+        )
+        finished.start()
+        started = time.monotonic()
+        ends = started + 2
+        while not asyncio.run(awaited.wait_async(5)):  # a polling backend may wake early
+            assert time.monotonic() < ends, "finishing the run must wake an awaited wait"
+        assert time.monotonic() - started < 2
+        finished.join(5)
 
 
 def check_suspend_decides_once(make: MakeBackend) -> None:

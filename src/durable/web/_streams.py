@@ -9,7 +9,9 @@ noticed when it fails), and an ``end`` event once the stream is closed or the ru
 ended and its values are sent. Each response lasts at most `LONGEST` seconds, then
 ends without ``end`` (an EventSource reconnects where it was), and at most
 `MAX_STREAMS` are open at once per app (one more is a 503 with ``Retry-After``): a
-stream holds a thread of `durable ui`'s server, whose connections are capped.
+stream holds a thread of `durable ui`'s server, whose connections are capped. Under
+ASGI on asyncio a stream awaits its values on the loop and holds no thread while it
+waits (`EventBody.__aiter__`); the cap applies there too.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from durable.ops import _streams
@@ -82,42 +84,75 @@ class Streams:
 
 
 class EventBody:
-    """The body of an event-stream response: iterated by the server, closed by it at the
-    end (or when the client left), which frees its slot once."""
+    """The body of an event-stream response: iterated by the server (in a thread, or
+    on an asyncio loop under ASGI, where waiting for the next value holds no thread),
+    closed by it at the end (or when the client left), which frees its slot once."""
 
-    def __init__(self, items: Iterator[dict[str, Any] | None], release: Any) -> None:
+    def __init__(self, items: _streams.Items, release: Any) -> None:
         self._items = items
         self._release = release
         self._released = False
+        self._iterating: Any = None  # the items' iterator in a thread, to close
 
     def __iter__(self) -> Iterator[bytes]:
         yield f"retry: {RETRY_MS}\n\n".encode()
         ends = time.monotonic() + LONGEST
+        self._iterating = iter(self._items)
         try:
-            for item in self._items:
-                if item is None:
-                    yield b": keep-alive\n\n"
-                elif item.get("closed"):
+            for item in self._iterating:
+                piece = _piece(item)
+                if piece is None:
                     break
-                else:
-                    data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
-                    yield f"id: {item['offset']}\ndata: {data}\n\n".encode("utf-8", "replace")
+                yield piece
                 if time.monotonic() > ends:
                     return  # the client reconnects with Last-Event-ID
         except Exception:  # headers are sent: end the stream, and say why in the log
             log.exception("following a stream failed")
-            yield b'event: error\ndata: {"detail":"reading the stream failed; see the log"}\n\n'
+            yield _FAILED
             return
-        yield b'event: end\ndata: {"ended":true}\n\n'
+        yield _END
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        """The same pieces, awaited on the running asyncio loop (`_pieces`)."""
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        ends = time.monotonic() + LONGEST
+        try:
+            async with contextlib.aclosing(aiter(self._items)) as items:
+                async for item in items:
+                    piece = _piece(item)
+                    if piece is None:
+                        break
+                    yield piece
+                    if time.monotonic() > ends:
+                        return  # the client reconnects with Last-Event-ID
+        except Exception:  # headers are sent: end the stream, and say why in the log
+            log.exception("following a stream failed")
+            yield _FAILED
+            return
+        yield _END
 
     def close(self) -> None:
         if not self._released:
             self._released = True
             self._release()
-        close = getattr(self._items, "close", None)
+        close = getattr(self._iterating, "close", None)
         if close is not None:
             with contextlib.suppress(ValueError):  # running elsewhere: ends by itself
                 close()
+
+
+_END = b'event: end\ndata: {"ended":true}\n\n'
+_FAILED = b'event: error\ndata: {"detail":"reading the stream failed; see the log"}\n\n'
+
+
+def _piece(item: dict[str, Any] | None) -> bytes | None:
+    """The event of *item*, a keep-alive comment for None; None for the close marker."""
+    if item is None:
+        return b": keep-alive\n\n"
+    if item.get("closed"):
+        return None
+    data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {item['offset']}\ndata: {data}\n\n".encode("utf-8", "replace")
 
 
 def _offset(request: Request) -> int:

@@ -24,6 +24,11 @@ class Watch(Protocol):
         """
         ...
 
+    async def wait_async(self, timeout: float) -> bool:
+        """`wait`, awaited on the running asyncio loop without blocking a thread: a
+        change signalled from any thread wakes it through the loop."""
+        ...
+
     def poke(self) -> None:
         """End the current (or the next) `wait` now, as if a topic had changed: for the
         watch's owner, from another thread, with news the database does not signal."""
