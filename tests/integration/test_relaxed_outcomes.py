@@ -138,14 +138,15 @@ def test_only_the_outcome_skips_its_fsync(traced: Traced) -> None:
         durable.execute(relaxed_failure)
     writes = traced.writes(configured)
     # Each task's start is written with the previous task's result, in one statement;
-    # the last result goes with a completed run's outcome, so that commit is synced.
+    # the last result goes with a completed run's outcome (just before it: the move then
+    # counts every call in the tallies), so that commit is synced.
     # A failed run's outcome follows from its history, and a run created for its owner
     # has done nothing yet: both relaxed, the next synced commit covers the creation.
     assert writes == [
         ("create", "NORMAL"),
         ("step", "configured"),
         *[("result+start", "configured")] * 2,
-        ("finish+step", "configured"),
+        ("step+finish", "configured"),
         ("create", "NORMAL"),
         ("step", "configured"),
         ("step", "configured"),

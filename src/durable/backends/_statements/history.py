@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from durable.backends._schema import history, runs
 from durable.core.records import CANCEL_REQUEST, StepStatus
 
-from .base import UNFINISHED_STEP, Compiler, Statement, bind
+from .base import FINISHED, UNFINISHED_STEP, Compiler, Statement, bind
 
 #: What recording over an unfinished (running, retrying or waiting) step replaces: everything
 #: but its key, first start and heartbeat details (kept for the next attempt), so a
@@ -63,6 +63,12 @@ class HistoryStatements(Compiler):
         #: (the backend reads the row count): RETURNING makes SQLite collect the rows
         #: first, ~15 us of the hottest statement. A refused write reads back why.
         self.record_quiet: Statement | None = None
+        #: SQLite: a run's last step, recorded just before its outcome in one transaction
+        #: (`SQLRuns._finish_recording`), fenced also on the run being unfinished: it is
+        #: written exactly when the outcome will be. Written before the run moves, it is
+        #: counted with the run's other calls (`_tallies_schema`), not by a trigger of its
+        #: own at every outcome.
+        self.record_last: Statement | None = None
         if self.postgres:
             self._define_record_pair(at_my_epoch, cancel_flag)
         else:
@@ -70,6 +76,10 @@ class HistoryStatements(Compiler):
             self.record_quiet = self.compile(self._recording(step, *at_my_epoch, no_cancel))
             if self.record_quiet.order != RECORD_ORDER[: len(self.record_quiet.order)]:
                 raise AssertionError(f"record_quiet takes {self.record_quiet.order}")
+            unfinished = self._none_of(r.status, FINISHED)
+            self.record_last = self.compile(self._recording(step, *at_my_epoch, unfinished))
+            if self.record_last.order != self.record_quiet.order:
+                raise AssertionError(f"record_last takes {self.record_last.order}")
             self._define_record_pair((*at_my_epoch, no_cancel), None)
         self.record_conflict = self.compile(
             sa.select(r.epoch, r.cancel_requested, *history.c)

@@ -181,15 +181,18 @@ class SQLRuns(SQLBase):
             )
             return self._finished(run_id, epoch, status, rows, retried)
 
-        def then(session: Session, rows: Rows) -> Rows:
-            if rows:  # the outcome was written, so the run was at our epoch
-                self._record_in(session, step, epoch)
+        # SQLite: the step first, fenced as the outcome is (the run at our epoch and
+        # unfinished), so that it is written exactly when the outcome is; then the
+        # outcome, whose move counts the run's calls with this one among them.
+        last, finish = self._sql.record_last, self._sql.finish_run
+        assert last is not None
+
+        def then(session: Session, _recorded: Rows) -> Rows:
+            rows = list(session.execute(finish.sql, finish.params(values)).fetchall())
             return self._wake_parents(session, rows)
 
-        finish = self._sql.finish_run
-        rows, retried = self._outcomes.write(
-            finish.sql, finish.params(values), then, name="Finishing runs"
-        )
+        recorded = _rows.step_params(step, epoch)[: len(last.order)]
+        rows, retried = self._outcomes.write(last.sql, recorded, then, name="Finishing runs")
         return self._finished(run_id, epoch, status, rows, retried)
 
     def claim_run(
