@@ -19,11 +19,10 @@ import pytest
 
 import durable
 import durable.flows
-from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
-from tests.conftest import PostgresSchemas, _need_postgres
 from tests.e2e.flow_ledger import until
 from tests.web.client import Client
+from tests.web.installed import installed
 from tests.web.openapi_check import CheckedClient
 
 TOKEN = "flow-api-token"
@@ -70,24 +69,19 @@ def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     files = tmp_path_factory.mktemp("flows")
-    schemas = PostgresSchemas(_need_postgres()) if request.param == "postgres" else None
-    url = schemas.new_url() if schemas else f"sqlite:///{files}/d.db"
     # launches keep their files by flow id: a directory of this module's own, so no
     # launch of an earlier test run is taken for one of these
     state = os.environ.get("DURABLE_FLOW_DIR")
     os.environ["DURABLE_FLOW_DIR"] = str(files / "state")
-    engine = durable.Engine(url, lease=5.0)
-    previous = swap(engine)
-    worker = durable.Worker(engine, poll=0.05, concurrency=8).start()
     try:
-        app = make_app(engine, token=TOKEN)
-        yield World(engine, app, CheckedClient(app, token=TOKEN), files)
+        with installed(request.param, files) as engine:
+            worker = durable.Worker(engine, poll=0.05, concurrency=8).start()
+            try:
+                app = make_app(engine, token=TOKEN)
+                yield World(engine, app, CheckedClient(app, token=TOKEN), files)
+            finally:
+                worker.stop(grace=5)
     finally:
-        worker.stop(grace=5)
-        swap(previous)
-        engine.close()
-        if schemas is not None:
-            schemas.drop_all()
         if state is None:
             del os.environ["DURABLE_FLOW_DIR"]
         else:

@@ -16,9 +16,8 @@ import pytest
 
 import durable
 from durable import RunStatus, Worker, dispatch, task, workflow
-from durable.runtime.defaults import swap
 from durable.web import make_app
-from tests.conftest import PostgresSchemas, _need_postgres
+from tests.web.installed import installed
 from tests.web.openapi_check import CheckedClient
 
 TOKEN = "fork-test-token"
@@ -87,20 +86,13 @@ class World:
 def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
-    schemas = PostgresSchemas(_need_postgres()) if request.param == "postgres" else None
     tmp = tmp_path_factory.mktemp("fork")
-    url = schemas.new_url() if schemas else f"sqlite:///{tmp / 'd.db'}"
-    engine = durable.Engine(url, lease=5.0)
-    previous = swap(engine)
-    worker = Worker(engine, queues=[LIVE], poll=0.02, concurrency=4).start()
-    try:
-        yield World(engine, CheckedClient(make_app(engine, token=TOKEN), token=TOKEN), tmp)
-    finally:
-        worker.stop(grace=2)
-        swap(previous)
-        engine.close()
-        if schemas is not None:
-            schemas.drop_all()
+    with installed(request.param, tmp) as engine:
+        worker = Worker(engine, queues=[LIVE], poll=0.02, concurrency=4).start()
+        try:
+            yield World(engine, CheckedClient(make_app(engine, token=TOKEN), token=TOKEN), tmp)
+        finally:
+            worker.stop(grace=2)
 
 
 def test_fail_fix_fork_through_the_api(world: World) -> None:

@@ -15,9 +15,8 @@ import pytest
 
 import durable
 from durable import RunStatus, Worker, dispatch, task, wait, workflow
-from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
-from tests.conftest import PostgresSchemas, _need_postgres
+from tests.web.installed import installed
 from tests.web.openapi_check import CheckedClient
 
 TOKEN = "pause-test-token"
@@ -90,24 +89,16 @@ def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     """A database with a completed run ("done"), and a worker serving the LIVE queue."""
-    schemas = PostgresSchemas(_need_postgres()) if request.param == "postgres" else None
-    path = tmp_path_factory.mktemp("pause") / "d.db"
-    url = schemas.new_url() if schemas else f"sqlite:///{path}"
-    engine = durable.Engine(url, lease=5.0)
-    previous = swap(engine)
-    worker = Worker(engine, queues=[LIVE], poll=0.02, concurrency=4).start()
-    try:
-        durable.execute(prepare, "o-0", id="done")
-        app = make_app(engine, token=TOKEN)
-        yield World(engine, app, CheckedClient(app, token=TOKEN))
-    finally:
-        for gate in GATES.values():
-            gate.set()
-        worker.stop(grace=2)
-        swap(previous)
-        engine.close()
-        if schemas is not None:
-            schemas.drop_all()
+    with installed(request.param, tmp_path_factory.mktemp("pause")) as engine:
+        worker = Worker(engine, queues=[LIVE], poll=0.02, concurrency=4).start()
+        try:
+            durable.execute(prepare, "o-0", id="done")
+            app = make_app(engine, token=TOKEN)
+            yield World(engine, app, CheckedClient(app, token=TOKEN))
+        finally:
+            for gate in GATES.values():
+                gate.set()
+            worker.stop(grace=2)
 
 
 def test_pause_then_resume_a_waiting_run(world: World) -> None:

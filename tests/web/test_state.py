@@ -12,9 +12,8 @@ import pytest
 
 import durable
 from durable import RunStatus, task, workflow
-from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
-from tests.conftest import PostgresSchemas, _need_postgres
+from tests.web.installed import installed
 from tests.web.openapi_check import CheckedClient, document
 
 TOKEN = "state-test-token"
@@ -67,12 +66,7 @@ def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     """order-1 completed (class), waits-1 waiting (set_state), plain-1 publishes nothing."""
-    schemas = PostgresSchemas(_need_postgres()) if request.param == "postgres" else None
-    path = tmp_path_factory.mktemp("state") / "d.db"
-    url = schemas.new_url() if schemas else f"sqlite:///{path}"
-    engine = durable.Engine(url, lease=5.0)
-    previous = swap(engine)
-    try:
+    with installed(request.param, tmp_path_factory.mktemp("state")) as engine:
         durable.execute(Order, "o-1", id="order-1")
         durable.execute(plain, 2, id="plain-1")
         durable.dispatch(approval, "o-2", id="waits-1")
@@ -85,11 +79,6 @@ def world(
                 time.sleep(0.02)
         app = make_app(engine, token=TOKEN)
         yield World(engine, app, CheckedClient(app, token=TOKEN))
-    finally:
-        swap(previous)
-        engine.close()
-        if schemas is not None:
-            schemas.drop_all()
 
 
 def test_the_run_carries_its_latest_state(world: World) -> None:

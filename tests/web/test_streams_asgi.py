@@ -15,9 +15,8 @@ import pytest
 import durable
 from durable import RunStatus, workflow
 from durable.backends import _hub
-from durable.runtime.defaults import swap
 from durable.web import _streams, asgi_app, make_app
-from tests.conftest import PostgresSchemas, _need_postgres
+from tests.web.installed import installed
 from tests.web.test_asgi import TOKEN, scope, until
 from tests.web.test_live_asgi import soon
 
@@ -54,17 +53,8 @@ def threads_waiting_on(topic: str) -> int:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def engine(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[durable.Engine]:
-    schemas = PostgresSchemas(_need_postgres()) if request.param == "postgres" else None
-    url = schemas.new_url() if schemas else f"sqlite:///{tmp_path / 'd.db'}"
-    engine = durable.Engine(url, lease=5.0)
-    previous = swap(engine)
-    try:
+    with installed(request.param, tmp_path) as engine:
         yield engine
-    finally:
-        swap(previous)
-        engine.close()
-        if schemas is not None:
-            schemas.drop_all()
 
 
 def test_open_streams_hold_no_thread_on_asyncio(engine: durable.Engine) -> None:

@@ -13,10 +13,9 @@ import pytest
 
 import durable
 from durable import RunStatus, Worker, task, wait, workflow
-from durable.runtime.defaults import swap
 from durable.web import WebApp, make_app
 from durable.web._layout import layout
-from tests.conftest import PostgresSchemas, _need_postgres
+from tests.web.installed import installed
 from tests.web.openapi_check import CheckedClient
 
 TOKEN = "timed-out-test-token"
@@ -55,12 +54,7 @@ def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     """Two runs: on-time completed (it has no deadline), late timed out."""
-    schemas = PostgresSchemas(_need_postgres()) if request.param == "postgres" else None
-    path = tmp_path_factory.mktemp("timed-out") / "d.db"
-    url = schemas.new_url() if schemas else f"sqlite:///{path}"
-    engine = durable.Engine(url, lease=5.0)
-    previous = swap(engine)
-    try:
+    with installed(request.param, tmp_path_factory.mktemp("timed-out")) as engine:
         durable.execute(punctual, "o-1", id="on-time")
         durable.dispatch(overdue, "o-2", id="late")
         with Worker(engine, poll=0.02):
@@ -71,11 +65,6 @@ def world(
         assert run.status is RunStatus.TIMED_OUT
         app = make_app(engine, token=TOKEN)
         yield World(engine, app, CheckedClient(app, token=TOKEN))
-    finally:
-        swap(previous)
-        engine.close()
-        if schemas is not None:
-            schemas.drop_all()
 
 
 def moment(iso: str) -> dt.datetime:
