@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import sys
 
-# The benchmarks directory holds queue.py, which would shadow the standard library.
+# The benchmarks directory holds queue.py, which would shadow the standard library:
+# move it from the front of sys.path (where Python puts a script's) to the end.
 sys.path[:] = [p for p in sys.path if p != __file__.rsplit("/", 1)[0]]
+sys.path.append(__file__.rsplit("/", 1)[0])
 
 import argparse
 import http.client
@@ -33,9 +35,10 @@ import subprocess
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
+
+from _pg_schemas import drop_schema, fresh_schema
 
 import durable
 from durable.backends import _connections
@@ -224,29 +227,11 @@ def main() -> None:
             url, name = f"sqlite:///{Path(folder) / 'live.db'}", "sqlite"
         else:
             base = os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
-            url, name = _fresh_schema(base), "postgresql"
+            url, name = fresh_schema(base), "postgresql"
         print(f"{name}: {seconds:.0f} s per case", file=sys.stderr, flush=True)
         print(json.dumps({"backend": name, **measure(url, seconds, args.rate)}), flush=True)
         if backend == "postgres":
-            _drop_schema(base, url)
-
-
-def _fresh_schema(base: str) -> str:
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    joiner = "&" if "?" in base else "?"
-    return f"{base}{joiner}options=-csearch_path%3D{schema}"
-
-
-def _drop_schema(base: str, url: str) -> None:
-    import psycopg
-
-    schema = url.rsplit("%3D", 1)[1]
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+            drop_schema(base, url)
 
 
 if __name__ == "__main__":
