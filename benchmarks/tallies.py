@@ -15,6 +15,15 @@ to show the method's own spread. SQLite (FULL, a file on a real disk) and Postgr
 One JSON line per backend: the medians per step (wall time; for SQLite also this
 thread's CPU time, which its triggers run in), all values, their difference and
 ratio. Target: the tallied step costs under 1.05 times the untallied one.
+
+``--instructions`` (SQLite, needs valgrind) counts instead of timing: the user-space
+instructions a step executes, tallied and untallied, under cachegrind, which this
+machine's swings in speed do not move (two runs of one arm agree within 0.1 %). Each
+arm runs twice in a child process, with ``--few`` and ``--many`` workflows after the
+same start, on a file in ``--tmpdir``; the difference is the per-step cost of that
+many more steps, start-up and warm-up cancelled. It leaves out what a step spends in
+the kernel (the fsync, the WAL's writes), which the tallies do not add to: they write
+no statement and no commit of their own.
 """
 
 from __future__ import annotations
@@ -29,8 +38,11 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
+import shutil
 import sqlite3
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -147,6 +159,54 @@ def measure(bench: steps.Bench, rounds: int, batch: int, same: bool) -> dict[str
     return line | {"target": TARGET, "load_average_1min": round(os.getloadavg()[0], 2)}
 
 
+def instructions(tmp: Path, few: int, many: int) -> dict[str, object]:
+    """Instructions per step in each arm (see the module docstring), on SQLite."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    counted: dict[str, float] = {}
+    for arm in ("untallied", "tallied"):
+        total = {}
+        for workflows in (few, many):
+            path = tmp / f"instructions-{arm}-{workflows}.db"
+            command = [
+                valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                sys.executable, __file__, "--child", str(workflows), "--arm", arm, "--path",
+                str(path),
+            ]  # fmt: skip
+            env = os.environ | {"PYTHONHASHSEED": "0"}
+            done = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
+            found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                raise SystemExit(f"the {arm} child failed:\n{done.stderr[-2000:]}")
+            total[workflows] = int(found.group(1).replace(",", ""))
+            log(f"  {arm}, {workflows} workflows: {total[workflows]:,} instructions")
+        counted[arm] = (total[many] - total[few]) / ((many - few) * 10)
+    on, off = counted["tallied"], counted["untallied"]
+    return {
+        "benchmark": "tallies", "backend": "sqlite", "measure": "instructions",
+        "workflows": [few, many], "instructions_per_step_tallied": round(on),
+        "instructions_per_step_untallied": round(off),
+        "instructions_tallies_per_step": round(on - off),
+        "instructions_tallied_over_untallied": round(on / off, 3), "target": TARGET,
+    }  # fmt: skip
+
+
+def child(workflows: int, arm: str, path: str) -> None:
+    """An --instructions arm: *workflows* ten-step workflows on a new file at *path*,
+    after ten to warm up, its triggers dropped if *arm* is untallied."""
+    engine = durable.configure(f"sqlite:///{path}")
+    if arm == "untallied":
+        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+            found = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+            for (name,) in conn.execute(found).fetchall():
+                if name.startswith("durable_tally_"):
+                    conn.execute(f"DROP TRIGGER {name}")
+    run_batch(10, 10)
+    run_batch(workflows, 10)
+    engine.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="sqlite,postgres")
@@ -157,7 +217,23 @@ def main() -> None:
     parser.add_argument(
         "--same", action="store_true", help="both arms tallied: the method's own spread"
     )
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions (SQLite, valgrind)"
+    )
+    parser.add_argument("--few", type=int, default=20, help="--instructions: the shorter run")
+    parser.add_argument("--many", type=int, default=120, help="--instructions: the longer run")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--arm", help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child is not None:
+        child(args.child, args.arm, args.path)
+        return
+    if args.instructions:
+        few, many = (2, 4) if args.quick else (args.few, args.many)
+        with tempfile.TemporaryDirectory(prefix="durable-bench-", dir=args.tmpdir) as tmp:
+            print(json.dumps(instructions(Path(tmp), few, many)), flush=True)
+        return
     plan = steps.QUICK if args.quick else Plan()
     rounds = args.rounds or (1 if args.quick else 15)
     batch = args.batch or (3 if args.quick else 40)
