@@ -1,4 +1,4 @@
-"""Schema migrations of the statistics' tallies (versions 16, 17 and 18): the migrated
+"""Schema migrations of the statistics' tallies (versions 16 to 19): the migrated
 database looks exactly like a new one, and its tallies equal those a new database's
 triggers keep for the same rows, with no call counted twice."""
 
@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.dialects import postgresql, sqlite
 
 from durable.backends import _tallies_schema
+from durable.backends._schema import SCHEMA_VERSION
 from durable.backends.sql import SQLBackend
 from durable.core import tallies
 from tests.backends._migration_db import Database, drop_tallies
@@ -171,6 +172,48 @@ def test_migrating_v18_counts_no_call_twice(two_databases: Any) -> None:
         _same_tallies(migrated, fresh)
         loads = migrated.tallies(3600, 0.0, name="app.load", by_bucket=False, by_bin=False)
         assert [(t.status, t.count) for t in loads] == [("completed", 2)]
+    finally:
+        migrated.close()
+        fresh.close()
+
+
+def test_migrating_v19_queues_late_calls(two_databases: Any) -> None:
+    """A version-19 database (SQLite's triggers of late calls counting in their own
+    bodies) gets today's: the same shape as a new database, and a call that ends after
+    its run counted once, as there. PostgreSQL has no such triggers: only the version
+    moves."""
+    old, new = two_databases
+    SQLBackend(old.url).close()
+    SQLBackend(new.url).close()
+    if old.kind == "sqlite":
+        count = _tallies_schema.TallySQL(sqlite.dialect()).count_calls("NEW.run_id")
+        made = dict(old.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+        for name in ("durable_tally_calls_late", "durable_tally_calls_ended_late"):
+            head = made[name].split("BEGIN", 1)[0]
+            old.execute(f"DROP TRIGGER {name}")
+            old.execute(head + "BEGIN\n" + "".join(f"{s};\n" for s in count) + "END")
+        old.execute("DROP TRIGGER durable_tally_late_counted")
+        old.execute(f"DROP TABLE {_tallies_schema.LATE_TABLE}")
+        assert old.shape() != new.shape()
+    old.execute("UPDATE durable_meta SET value = '19' WHERE key = 'schema_version'")
+    migrated, fresh = SQLBackend(old.url), SQLBackend(new.url)
+    try:
+        assert old.shape() == new.shape()
+        assert old.execute("SELECT value FROM durable_meta WHERE key = 'schema_version'") == [
+            (str(SCHEMA_VERSION),)
+        ]
+        for db in (old, new):  # then a call written after its run ended
+            write_like_the_engine(db)
+            db.execute(
+                "INSERT INTO durable_history (run_id, position, kind, name, call_hash, status, "
+                "attempts, started_at, finished_at, epoch) VALUES ('done', 3, 'task', "
+                "'app.late', 'v1:00', 'completed', 1, 1003.5, 1004, 1)"
+            )
+        _same_tallies(migrated, fresh)
+        late = migrated.tallies(3600, 0.0, name="app.late", by_bucket=False, by_bin=False)
+        # PostgreSQL counts a run's calls when its execution ends, and this one has.
+        want = [("completed", 1)] if old.kind == "sqlite" else []
+        assert [(t.status, t.count) for t in late] == want
     finally:
         migrated.close()
         fresh.close()

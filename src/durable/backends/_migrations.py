@@ -44,6 +44,7 @@ from ._tallies_schema import (
     count_calls_in_batches,
     create_tallies,
     create_tally_tables,
+    queue_late_calls,
 )
 
 if TYPE_CHECKING:
@@ -185,6 +186,13 @@ def _v18_to_v19(dialect: sa.Dialect, execute: Execute) -> None:
     count_calls_in_batches(dialect, execute)
 
 
+def _v19_to_v20(dialect: sa.Dialect, execute: Execute) -> None:
+    """SQLite: the triggers of calls that end late queue their run for counting instead
+    of counting in their own bodies, which SQLite set up at every step (about 6 % of
+    a step's instructions). PostgreSQL: nothing changes."""
+    queue_late_calls(dialect, execute)
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
 MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     1: _v1_to_v2,
@@ -205,6 +213,7 @@ MIGRATIONS: dict[int, Callable[[sa.Dialect, Execute], None]] = {
     16: _v16_to_v17,
     17: _v17_to_v18,
     18: _v18_to_v19,
+    19: _v19_to_v20,
 }
 
 assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))

@@ -361,7 +361,7 @@ debounce_index = sa.Index(
 )
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 Execute = Callable[[str], None]
 
