@@ -87,7 +87,8 @@ def fill(engine: durable.Engine, total: int) -> None:
     """Create *total* runs of 4 workflows created evenly over the last 7 days, each with
     2 task steps taking 0 to 3 s (90 % completed, 5 % failed, 5 % still queued), by
     bulk inserts (one INSERT ... SELECT per table, this script's own SQL). The
-    database's triggers tally them as they would one at a time (if it has them)."""
+    database's triggers tally the runs as they would one at a time (if it has them),
+    and `count_calls` their task calls."""
     postgres = engine.backend.dialect_name == "postgresql"  # type: ignore[attr-defined]
     prefix, rows = series(postgres, total)
     week = 7 * 24 * 3600.0
@@ -130,9 +131,26 @@ def fill(engine: durable.Engine, total: int) -> None:
             )
         ),
     ]
+    statements += count_calls(engine)
     if postgres:
         statements.append(("vacuum and statistics", "VACUUM ANALYZE"))
     load(engine, statements)
+
+
+def count_calls(engine: durable.Engine) -> list[tuple[str, str]]:
+    """The statements that tally the task calls just inserted, and mark them counted:
+    the engine's writes have a run's calls counted by the move that ends its execution,
+    and a bulk insert of ended runs and their calls makes no such move."""
+    from durable.backends._tally_sql import KEY, TALLIED, TallySQL
+
+    sql = TallySQL(engine.backend._dialect)  # type: ignore[attr-defined]
+    total = "sum(n), sum(seconds), max(last_at)"
+    rows = sql.task_rows("h", 1, source=", durable_history AS h") + f" AND h.{TALLIED} IS NULL"
+    grouped = f"SELECT {KEY}, {total} FROM ({rows}) AS x WHERE 1 = 1 GROUP BY {KEY}"
+    return [
+        ("task calls counted", sql.upsert(grouped)),
+        ("and marked so", f"UPDATE durable_history SET {TALLIED} = 1 WHERE {TALLIED} IS NULL"),
+    ]
 
 
 def load(engine: durable.Engine, statements: list[tuple[str, str]]) -> None:

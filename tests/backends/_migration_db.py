@@ -100,6 +100,4 @@ def drop_tallies(db: Database, version: int = 16) -> None:
         db.execute("DROP TABLE durable_tallies")
     if db.kind == "sqlite" and version < 18:
         db.execute("DROP TABLE durable_tally_bins")
-    if db.kind == "sqlite":
-        db.execute("DROP TABLE durable_tally_late")
     db.execute(f"UPDATE durable_meta SET value = '{version}' WHERE key = 'schema_version'")

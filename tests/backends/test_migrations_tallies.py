@@ -177,23 +177,31 @@ def test_migrating_v18_counts_no_call_twice(two_databases: Any) -> None:
         fresh.close()
 
 
-def test_migrating_v19_queues_late_calls(two_databases: Any) -> None:
-    """A version-19 database (SQLite's triggers of late calls counting in their own
-    bodies) gets today's: the same shape as a new database, and a call that ends after
-    its run counted once, as there. PostgreSQL has no such triggers: only the version
-    moves."""
+def test_migrating_v19_drops_the_triggers_on_history(two_databases: Any) -> None:
+    """A version-19 SQLite database loses its two triggers on history (calls that ended
+    while their run was not running, counted as written): the same shape as a new
+    database, whose tallies match it; a call written after its run ended is then
+    counted by neither. PostgreSQL never had them: only the version moves."""
     old, new = two_databases
     SQLBackend(old.url).close()
     SQLBackend(new.url).close()
     if old.kind == "sqlite":
-        count = _tallies_schema.TallySQL(sqlite.dialect()).count_calls("NEW.run_id")
-        made = dict(old.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
-        for name in ("durable_tally_calls_late", "durable_tally_calls_ended_late"):
-            head = made[name].split("BEGIN", 1)[0]
-            old.execute(f"DROP TRIGGER {name}")
-            old.execute(head + "BEGIN\n" + "".join(f"{s};\n" for s in count) + "END")
-        old.execute("DROP TRIGGER durable_tally_late_counted")
-        old.execute(f"DROP TABLE {_tallies_schema.LATE_TABLE}")
+        sql = _tallies_schema.TallySQL(sqlite.dialect())
+        body = "".join(f"{statement};\n" for statement in sql.count_calls("NEW.run_id"))
+        ended = "NEW.kind = 'task' AND (NEW.status = 'completed' OR NEW.status = 'failed')"
+        off = "(SELECT r.status FROM durable_runs AS r WHERE r.id = NEW.run_id) <> 'running'"
+        for name, event, condition in (
+            ("durable_tally_calls_late", "INSERT", f"{ended} AND {off}"),
+            (
+                "durable_tally_calls_ended_late",
+                "UPDATE OF status",
+                f"{ended} AND NOT (OLD.status = 'completed' OR OLD.status = 'failed') AND {off}",
+            ),
+        ):
+            old.execute(
+                f"CREATE TRIGGER {name} AFTER {event} ON durable_history WHEN {condition}\n"
+                f"BEGIN\n{body}END"
+            )
         assert old.shape() != new.shape()
     old.execute("UPDATE durable_meta SET value = '19' WHERE key = 'schema_version'")
     migrated, fresh = SQLBackend(old.url), SQLBackend(new.url)
@@ -210,10 +218,7 @@ def test_migrating_v19_queues_late_calls(two_databases: Any) -> None:
                 "'app.late', 'v1:00', 'completed', 1, 1003.5, 1004, 1)"
             )
         _same_tallies(migrated, fresh)
-        late = migrated.tallies(3600, 0.0, name="app.late", by_bucket=False, by_bin=False)
-        # PostgreSQL counts a run's calls when its execution ends, and this one has.
-        want = [("completed", 1)] if old.kind == "sqlite" else []
-        assert [(t.status, t.count) for t in late] == want
+        assert migrated.tallies(3600, 0.0, name="app.late") == []
     finally:
         migrated.close()
         fresh.close()

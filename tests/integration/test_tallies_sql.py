@@ -5,7 +5,6 @@ batches, at each renewal of its lease and when it ends, each call once."""
 from __future__ import annotations
 
 import bisect
-import sqlite3
 from collections.abc import Callable
 
 import pytest
@@ -79,65 +78,38 @@ def test_a_running_execution_has_its_calls_counted_at_each_lease_renewal(
         backend.close()
 
 
-def test_sqlite_counts_a_call_that_ends_after_its_run_once() -> None:
-    """SQLite has no deferred triggers: a call that ends while its run is not running
-    (a continued run's last step, written after its move; a call copied into a fork;
-    another writer's) queues the run in `LATE_TABLE`, whose trigger counts its calls
-    at once: each once, the queue left empty, whether it is inserted ended or ends by
-    an update, in the transaction that moved the run or after it."""
-    import tempfile
-    from pathlib import Path
-
-    from durable.backends._tallies_schema import LATE_TABLE
-    from durable.backends.sql import SQLBackend
+@pytest.mark.parametrize(
+    "make_backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_continued_runs_last_step_is_counted_with_its_other_calls(
+    make_backend: Callable[[], Backend],
+) -> None:
+    """No trigger is on history: `continue_run` records the run's last step before the
+    move that counts its calls (on SQLite, whose triggers run at once, the order is
+    what counts it), each once; a hand-over the run refuses records nothing."""
     from durable.testing._conformance import _new, _step
+    from durable.testing._conformance_continuing import _successor
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "late.db"
-        backend = SQLBackend(f"sqlite:///{path}")
-        try:
+    backend = make_backend()
+    try:
 
-            def calls() -> dict[str, int]:  # of every task, by status
-                found = backend.tallies(HOUR, 0.0, kind="task", by_bucket=False, by_bin=False)
-                counts: dict[str, int] = {}
-                for t in found:
-                    counts[t.status] = counts.get(t.status, 0) + t.count
-                return counts
+        def calls() -> dict[str, int]:  # of every task, by status
+            found = backend.tallies(HOUR, 0.0, kind="task", by_bucket=False, by_bin=False)
+            counts: dict[str, int] = {}
+            for t in found:
+                counts[t.status] = counts.get(t.status, 0) + t.count
+            return counts
 
-            backend.create_run(_new("run-1"))
-            backend.record(_step("run-1", 0), 1)
-            assert backend.finish_run("run-1", 1, RunStatus.COMPLETED, output=b"j1")
-            assert calls() == {"completed": 1}
-            write = sqlite3.connect(path, isolation_level=None)
-            try:
-                columns = "run_id, position, kind, name, call_hash, status, attempts, epoch"
-                started = ", started_at, finished_at"
-                write.execute(  # inserted ended, after the run's end
-                    f"INSERT INTO durable_history ({columns}{started}) VALUES "
-                    "('run-1', 1, 'task', 'app.late', 'v1:00', 'failed', 1, 1, 10.0, 12.0)"
-                )
-                assert calls() == {"completed": 1, "failed": 1}
-                write.execute(  # started, then ended by an update, in one transaction
-                    "BEGIN IMMEDIATE"
-                )
-                write.execute(
-                    f"INSERT INTO durable_history ({columns}, started_at) VALUES "
-                    "('run-1', 2, 'task', 'app.late', 'v1:00', 'running', 1, 1, 12.0)"
-                )
-                write.execute(
-                    "UPDATE durable_history SET status = 'completed', finished_at = 13.0 "
-                    "WHERE run_id = 'run-1' AND position = 2"
-                )
-                write.execute("COMMIT")
-                assert calls() == {"completed": 2, "failed": 1}
-                write.execute(  # a write that does not end a call counts nothing again
-                    "UPDATE durable_history SET status = 'completed' WHERE run_id = 'run-1'"
-                )
-                assert calls() == {"completed": 2, "failed": 1}
-                assert write.execute(f"SELECT count(*) FROM {LATE_TABLE}").fetchone() == (0,)
-                tallied = "SELECT count(*) FROM durable_history WHERE tallied = 1"
-                assert write.execute(tallied).fetchone() == (3,)
-            finally:
-                write.close()
-        finally:
-            backend.close()
+        backend.create_run(_new("base"))
+        backend.record(_step("base", 0), 1)
+        backend.record(_step("base", 1, status=StepStatus.RUNNING, output=None), 1)
+        assert not backend.continue_run("base", 2, _successor("base~1"), last_step=_step("base", 1))
+        assert [s.status for s in backend.load_history("base")] == [
+            StepStatus.COMPLETED,
+            StepStatus.RUNNING,
+        ], "a refused hand-over records nothing"
+        last = _step("base", 1, status=StepStatus.FAILED, output=None, error=b"j1")
+        assert backend.continue_run("base", 1, _successor("base~1"), last_step=last)
+        assert calls() == {"completed": 1, "failed": 1}, "each call, once"
+    finally:
+        backend.close()

@@ -1,7 +1,7 @@
 """The triggers that keep the tallies (schema versions 17 to 20).
 
 `durable.core.tallies` says what is counted. The counting is done by triggers on
-``durable_runs``, ``durable_history`` and ``durable_attempts``, so it happens in the
+``durable_runs`` and ``durable_attempts``, so it happens in the
 transaction that changes the row, on every path that changes one (a claim, an outcome,
 a retry, a cancel, a fork...), with no round trip of its own: a run's creation adds to
 one row per grain (minute, hour, day), its end moves it (two per grain).
@@ -12,7 +12,14 @@ handed back) and, while it runs, at each renewal of its lease; each batch adds
 the run's ended calls not yet counted and marks them counted in history's
 ``tallied`` column. A step then writes no
 tally row and fires no trigger: at every step that was two upserted rows (two more
-pages in SQLite's WAL) and, on PostgreSQL, a PL/pgSQL call.
+pages in SQLite's WAL) and, on PostgreSQL, a PL/pgSQL call. No trigger is on
+``durable_history`` (schema 20 dropped SQLite's last two): a trigger that may fire on
+a row costs every execution of the statement its set-up, even when its condition
+fails, and every step's statement writes history. So the calls a run's execution
+records are written before the move that counts them, in one transaction (or, on
+PostgreSQL, before its commit, where the move's trigger runs); a call written after its
+run's execution ended, by another writer, is counted when the run next leaves
+``running``.
 
 The rows themselves are computed by the SELECTs of `durable.backends._tally_sql`.
 """
@@ -30,6 +37,10 @@ from ._tally_sql import BOUNDS_TABLE, KEY, TALLIED, TallySQL, one_of, run_class,
 #: and moved between two ends (which no write does: a finished step is never rewritten).
 RETIRED = ("durable_tally_task_recorded", "durable_tally_task_ended", "durable_tally_task_moved")
 
+#: SQLite's triggers of version 19 that version 20 drops: a call that ended while its
+#: run was not running, counted as it was written (see the module docstring).
+RETIRED_LATE = ("durable_tally_calls_late", "durable_tally_calls_ended_late")
+
 
 #: A trigger's statements: each one, or (condition, statement) where only some firings
 #: run it (PostgreSQL's `IF` in a function that does two triggers' work).
@@ -41,9 +52,8 @@ def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, Body]]:
     runs one statement where it can: a move takes the old row's tallies back and adds
     the new one's in one upsert (their keys differ: their statuses do), and the moves
     are told apart by the triggers' conditions, not by statements that select nothing
-    (a condition that fails costs no PL/pgSQL call on PostgreSQL). No trigger is on
-    ``durable_history`` on PostgreSQL: each one, even one whose condition fails, cost
-    every statement that writes a step its set-up (tens of microseconds)."""
+    (a condition that fails costs no PL/pgSQL call on PostgreSQL). None is on
+    ``durable_history`` (see the module docstring)."""
     moved = f"{run_class('OLD')} <> {run_class('NEW')}"
     move = sql.upsert(f"{sql.run_rows('OLD', -1)} UNION ALL {sql.run_rows('NEW', 1)}")
     # A running run's execution ended, or its lease was renewed or taken over (the
@@ -75,7 +85,6 @@ def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, Body]]:
             counted,
             list(count),
         )
-        found |= _late(sql)
     # An operator's retry keeps the attempts it erases: a failed run (whose move back
     # to open took its failure away) or a failed task call (about to be deleted)
     # counts on as `RETRIED`: a failure, but not another run or call. Its run's calls
@@ -92,43 +101,6 @@ def _triggers(sql: TallySQL) -> dict[str, tuple[str, str, Body]]:
     )
     return found
 
-
-def _late(sql: TallySQL) -> dict[str, tuple[str, str, Body]]:
-    """SQLite's triggers for a call that ends while its run is not running: a last step
-    recorded after the run's move in the same transaction (SQLite has no deferred
-    triggers; a continued run's last step is), a call copied into a fork, or one
-    written later by another writer.
-
-    They only queue the run in `LATE_TABLE`, whose own trigger counts its calls. SQLite
-    sets up the frame of every trigger that may fire on a row at each execution of the
-    statement, even when its condition fails, at a cost that grows with the trigger's
-    body (its memory cells): with the counting in their own bodies, these two cost
-    every step about 36,000 instructions, 6 % of a step; queueing, about 15,000."""
-    ended = f"NEW.kind = 'task' AND {one_of('NEW.status', TASK_ENDS)}"
-    off = "(SELECT r.status FROM durable_runs AS r WHERE r.id = NEW.run_id) <> 'running'"
-    queue: Body = [f"INSERT INTO {LATE_TABLE} (run_id) VALUES (NEW.run_id)"]
-    return {
-        "durable_tally_calls_late": (
-            "INSERT ON durable_history",
-            f"{ended} AND {off}",
-            queue,
-        ),
-        "durable_tally_calls_ended_late": (
-            "UPDATE OF status ON durable_history",
-            f"{ended} AND NOT {one_of('OLD.status', TASK_ENDS)} AND {off}",
-            queue,
-        ),
-        "durable_tally_late_counted": (
-            f"INSERT ON {LATE_TABLE}",
-            "1 = 1",
-            [*sql.count_calls("NEW.run_id"), f"DELETE FROM {LATE_TABLE} WHERE rowid = NEW.rowid"],
-        ),
-    }
-
-
-#: SQLite's queue of runs with calls that ended late, counted and deleted as they come
-#: in (so always empty outside a transaction): see `_late`.
-LATE_TABLE = "durable_tally_late"
 
 #: PostgreSQL's triggers that fire at commit, once the transaction's writes are all in.
 DEFERRED = ("durable_tally_run_moved",)
@@ -180,9 +152,7 @@ def _add_tallied(sql: TallySQL, execute: Execute) -> None:
 
 
 def _create_triggers(sql: TallySQL, execute: Execute) -> None:
-    """The tallies' triggers, made or made again (and SQLite's `LATE_TABLE`)."""
-    if not sql.postgres:
-        execute(f"CREATE TABLE IF NOT EXISTS {LATE_TABLE} (run_id TEXT NOT NULL)")
+    """The tallies' triggers, made or made again."""
     for name, (event, condition, body) in _triggers(sql).items():
         if not sql.postgres:
             statements = "".join(f"{statement};\n" for statement in body)
@@ -215,11 +185,12 @@ def _create_triggers(sql: TallySQL, execute: Execute) -> None:
         )
 
 
-def queue_late_calls(dialect: sa.Dialect, execute: Execute) -> None:
-    """Version 20: SQLite's triggers for late calls queue the run in `LATE_TABLE`
-    instead of counting in their own bodies (see `_late`). PostgreSQL has none."""
+def drop_late_triggers(dialect: sa.Dialect, execute: Execute) -> None:
+    """Version 20: SQLite's triggers on history (`RETIRED_LATE`) dropped. PostgreSQL
+    never had them."""
     if dialect.name != "postgresql":
-        _create_triggers(TallySQL(dialect), execute)
+        for name in RETIRED_LATE:
+            execute(f"DROP TRIGGER IF EXISTS {name}")
 
 
 def backfill(dialect: sa.Dialect, execute: Execute) -> None:

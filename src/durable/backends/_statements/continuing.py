@@ -1,9 +1,10 @@
 """The SQL of continue-as-new: a run handing its chain over to its successor.
 
 `RunStore.continue_run` runs these in one transaction (`sql/_continuing.py`): the run
-is locked (``lock_run``, waits.py) and ends CONTINUED (``continue_run``, fenced), then
-its last step is recorded (history.py), its successor inserted (``create_queued_run``,
-runs.py), and its unconsumed events and unfinished children move to the successor.
+is locked (``lock_run``, waits.py), its last step recorded (history.py), and it ends
+CONTINUED (``continue_run``, fenced: else all is rolled back), then its successor is
+inserted (``create_queued_run``, runs.py), and its unconsumed events and unfinished
+children move to the successor.
 A `send_event` racing with it locks the run first, so it either commits before (its
 event is moved with the others) or sees CONTINUED and follows the chain.
 """

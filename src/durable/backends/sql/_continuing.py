@@ -22,6 +22,10 @@ class _Refused(Exception):
     """Rolls back a hand-over whose successor's id is another run's."""
 
 
+class _NotOurs(Exception):
+    """Rolls back a hand-over the run refused (its last step with it)."""
+
+
 class SQLContinuing(SQLBase):
     """`RunStore.continue_run` for `SQLBackend` (see there for the contract)."""
 
@@ -45,17 +49,25 @@ class SQLContinuing(SQLBase):
         moving = {"id": run_id, "successor": successor.id}
 
         def body(session: Session, retried: bool) -> list[str] | None:
+            try:
+                return hand_over(session)
+            except _NotOurs:
+                return self._ours(session, run_id, epoch, retried)
+
+        def hand_over(session: Session) -> list[str]:
             with self._db.transaction(session):
                 self._execute(session, sql.lock_run, {"id": run_id})
+                # The last step before the move, which counts the run's calls in the
+                # tallies (SQLite's triggers are not deferred to the commit); as
+                # finish_run, a finished position keeps its step. Rolled back if the
+                # run does not hand over (finished, a child, or not at our epoch).
+                if last_step is not None:
+                    self._record_in(session, last_step, epoch)
                 ended = self._execute(
                     session, sql.continue_run, {"id": run_id, "epoch": epoch, "state": state}
                 ).fetchone()
                 if ended is None:
-                    return self._ours(session, run_id, epoch, retried)
-                # Only once the run is known to hand over (it may be finished or a child,
-                # at its epoch), and as finish_run: a finished position keeps its step.
-                if last_step is not None:
-                    self._record_in(session, last_step, epoch)
+                    raise _NotOurs
                 created = self._execute(session, sql.create_queued_run, new).fetchone()
                 if created is None:
                     raise _Refused
