@@ -13,10 +13,14 @@ from collections.abc import Sequence
 from durable.backends import _rows
 from durable.backends._connections import Session
 from durable.backends._group import GroupCommit, Write, in_one_transaction, one_by_one
+from durable.backends._statements.history import PAIR_NULLS
 from durable.core.records import CANCEL_REQUEST, Step, either
 from durable.errors import LeaseLost
 
 from ._base import SQLBase
+
+#: What `record_pair_nulls` picks when a pair can take `record_pair_lean`.
+_PAIR_NONES = (None,) * sum(map(len, PAIR_NULLS))
 
 
 class SQLHistory(SQLBase):
@@ -103,8 +107,12 @@ class SQLHistory(SQLBase):
         if len(steps) != 2:
             return None
         both = _rows.step_params(steps[0], epoch) + _rows.step_params(steps[1], epoch)
-        params = self._sql.record_pair_picks(both)
-        rows, _ = self._steps.write(self._sql.record_pair.sql, params, name="Recording steps")
+        sql = self._sql
+        if sql.record_pair_nulls(both) == _PAIR_NONES:  # as nearly always: see there
+            statement, params = sql.record_pair_lean, sql.record_pair_lean_picks(both)
+        else:
+            statement, params = sql.record_pair, sql.record_pair_picks(both)
+        rows, _ = self._steps.write(statement.sql, params, name="Recording steps")
         if self._sql.record_quiet is not None:  # SQLite: the row count; refused on cancel
             if rows[0][0] != 2:
                 return None
