@@ -49,6 +49,9 @@ class RunStatements(Compiler):
         r, now = runs.c, self._now
         self.get_run = self.compile(sa.select(*runs.c).where(r.id == bind("id", r.id)))
         owned = sa.bindparam("owned", type_=sa.Integer)
+        # One clock for the whole row (PostgreSQL's clock_timestamp() moves within a
+        # statement): its deadline is exactly its creation plus its timeout.
+        at = self._statement_now
         new_run = (
             self._insert(runs)
             .values(
@@ -61,17 +64,17 @@ class RunStatements(Compiler):
                 error=sa.null(),
                 epoch=bind("epoch", r.epoch),
                 lease_owner=bind("owner", r.lease_owner),
-                lease_until=now + bind("lease", r.lease_until),
+                lease_until=at + bind("lease", r.lease_until),
                 recoveries=sa.literal_column("0"),
                 parent_id=bind("parent_id", r.parent_id),
-                created_at=now,
-                updated_at=now,
+                created_at=at,
+                updated_at=at,
                 finished_at=sa.null(),
                 queue=bind("queue", r.queue),
                 priority=bind("priority", r.priority),
-                started_at=sa.case((owned == 1, now), else_=sa.null()),
+                started_at=sa.case((owned == 1, at), else_=sa.null()),
                 cancel_requested=sa.literal_column("0"),
-                deadline_at=now + bind("timeout", r.deadline_at),
+                deadline_at=at + bind("timeout", r.deadline_at),
                 concurrency_key=bind("key", r.concurrency_key),
                 key_limit=bind("key_limit", r.key_limit),
                 wake_at=bind("wake_at", r.wake_at),
