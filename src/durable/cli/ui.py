@@ -6,14 +6,13 @@ import argparse
 import ipaddress
 import logging
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
 
 from durable.backends import DEFAULT_URL
 
+from ._signals import StopSignals
 from .common import add_db_option, import_modules, positive
 
 log = logging.getLogger("durable.cli")
@@ -157,13 +156,7 @@ def run(args: argparse.Namespace) -> int:
         engine.close()
         print(f"durable: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
         return 1
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stops = StopSignals()
     threading.Thread(target=server.serve_forever, name="durable-ui", daemon=True).start()
     print(f"{_public_url(args, server.server_port)}?token={app.token}", flush=True)
     print(
@@ -171,8 +164,7 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    while not stop.wait(0.5):
-        pass  # the main thread stays free to run signal handlers
+    stops.wait()
     server.shutdown()
     server.server_close()
     engine.close()

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
-import signal
 import sys
-import threading
-from types import FrameType
 from typing import Any
 
 from durable.core.run_options import check_version
@@ -18,6 +16,7 @@ from durable.runtime.host import VERSION_ENV
 from durable.runtime.logs import JsonFormatter, RunFields, TextFormatter
 from durable.runtime.worker import ASYNC_CONCURRENCY, Worker
 
+from ._signals import StopSignals
 from .common import add_db_option, import_modules
 
 log = logging.getLogger("durable.cli")
@@ -206,20 +205,15 @@ def run_worker(args: argparse.Namespace) -> int:
         grace=args.grace,
         warn_blocking=args.warn_blocking,
     )
-    stop = threading.Event()
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if stop.is_set():
-            log.warning("second %s: exiting now", signal.Signals(signum).name)
-            os._exit(130)
-        log.info("%s: stopping; send it again to exit at once", signal.Signals(signum).name)
-        stop.set()
+    def exit_now(name: str) -> None:
+        with contextlib.suppress(Exception):  # a handler may not be able to write now
+            log.warning("second %s: exiting now", name)
+        os._exit(130)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stops = StopSignals(again=exit_now)
     worker.start()
-    while not stop.wait(0.5):
-        pass  # the main thread stays free to run signal handlers
+    log.info("%s: stopping; send it again to exit at once", stops.wait())
     busy = worker.stop()
     engine.close()
     if server is not None:
