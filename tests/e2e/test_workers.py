@@ -64,7 +64,14 @@ def stop_all(children: Children, workers: list[subprocess.Popen[str]]) -> None:
         if worker.poll() is None:
             worker.send_signal(signal.SIGTERM)
     for worker in workers:
-        assert worker.wait(60) in (0, -9), children.log(worker)
+        try:
+            code = worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.send_signal(signal.SIGUSR1)  # its threads' stacks, into its log
+            time.sleep(1)
+            tail = "\n".join(children.log(worker).splitlines()[-120:])
+            raise AssertionError(f"a worker did not stop within 60 s of SIGTERM:\n{tail}") from None
+        assert code in (0, -9), children.log(worker)
 
 
 @pytest.mark.parametrize(

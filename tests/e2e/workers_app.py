@@ -10,18 +10,25 @@ Environment:
                           where the body waits for its marker file
                           (DURABLE_TEST_MARKERS/<point>.<pid>) to vanish
     DURABLE_TEST_STEP_MS  how long storm tasks take (default 5)
+
+SIGUSR1 makes a worker write every thread's stack to its log (stderr): the tests send
+it to a worker that does not stop in time, so the failure says where it hung.
 """
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import os
+import signal
 import time
 import uuid
 from pathlib import Path
 
 import durable
 from durable import dispatch, task, wait, workflow
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def ledger() -> str:
