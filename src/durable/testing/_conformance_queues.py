@@ -81,6 +81,23 @@ def check_concurrency_holds_across_racing_claimers(make: MakeBackend) -> None:
         assert len(_claim(backend)) == 1, "a finished run frees its slot"
 
 
+def check_a_lowered_limit_claims_nothing_until_below_it(make: MakeBackend) -> None:
+    """A limit lowered below the runs already RUNNING lets no claim through (never
+    "no limit", as a negative LIMIT reads on SQLite) until enough of them finish."""
+    with _opened(make) as backend:
+        backend.put_queue(Queue(name="q", concurrency=3))
+        for i in range(6):
+            backend.create_run(_run(f"r{i}"))
+        running = _claim(backend)
+        assert len(running) == 3
+        backend.put_queue(Queue(name="q", concurrency=1))
+        for finished in range(3):
+            assert _claim(backend) == [], f"3 running less {finished} finished, limit 1"
+            done = _get(backend, running[finished])
+            backend.finish_run(done.id, done.epoch, RunStatus.COMPLETED, output=b"j1")
+        assert len(_claim(backend)) == 1, "nothing running: one slot"
+
+
 def check_a_dead_workers_slot_frees_when_its_lease_expires(make: MakeBackend) -> None:
     """A RUNNING run whose lease expired holds no slot; taking it over (claim_run)
     needs a free slot like any claim."""

@@ -99,6 +99,7 @@ CHECKS: tuple[Callable[[MakeBackend], None], ...] = (
     schedules.check_a_run_created_to_start_later_waits_until_then,
     queues.check_queue_round_trip,
     queues.check_concurrency_holds_across_racing_claimers,
+    queues.check_a_lowered_limit_claims_nothing_until_below_it,
     queues.check_a_dead_workers_slot_frees_when_its_lease_expires,
     queues.check_key_limits,
     queues.check_key_limits_hold_across_racing_claimers,

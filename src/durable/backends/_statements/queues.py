@@ -226,8 +226,11 @@ class QueueStatements(Compiler):
         )
         cap = sa.bindparam("cap", type_=sa.Integer)
         room = sa.func.coalesce(concurrency - running, cap)
-        # Never negative: SQLite reads LIMIT -1 as no limit.
-        return sa.case((room < 0, _ZERO), (room < cap, room), else_=cap)
+        # Between 0 and :cap (SQLite reads LIMIT -1 as no limit), with the count of
+        # running runs written once: a CASE would repeat it in each of its branches.
+        if self.postgres:
+            return sa.func.greatest(_ZERO, sa.func.least(room, cap))
+        return sa.func.max(_ZERO, sa.func.min(room, cap))
 
     def _claiming(self, chosen: Any, at: Any, *guard: Any) -> Statement:
         """The claim of the runs *chosen* selects, at the statement's clock *at*."""
