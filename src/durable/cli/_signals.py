@@ -3,9 +3,11 @@
 Python runs a signal handler in the main thread between two bytecodes, wherever that
 thread is, including inside a lock it holds. A handler that takes a lock, as
 `threading.Event.set` does, can then wait forever for its own thread: `durable worker`
-once hung on SIGTERM that way, its main thread inside ``Event.wait`` between taking the
-event's lock and waiting on it. So the handlers here take no lock: they append to a
-list, and the main thread looks at the list every `LOOK` seconds.
+could hang on SIGTERM that way, its main thread inside ``Event.wait`` between taking the
+event's lock and waiting on it (the old form hangs under the test in
+tests/unit/test_stop_signals.py; a CI run saw a worker not stop within 60 s of
+SIGTERM). So the handlers here take no lock: they append to a list, and the main thread
+looks at the list every `LOOK` seconds.
 """
 
 from __future__ import annotations
