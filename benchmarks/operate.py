@@ -141,14 +141,12 @@ def count_calls(engine: durable.Engine) -> list[tuple[str, str]]:
     """The statements that tally the task calls just inserted, and mark them counted:
     the engine's writes have a run's calls counted by the move that ends its execution,
     and a bulk insert of ended runs and their calls makes no such move."""
-    from durable.backends._tally_sql import KEY, TALLIED, TallySQL
+    from durable.backends._tally_sql import TALLIED, TallySQL
 
     sql = TallySQL(engine.backend._dialect)  # type: ignore[attr-defined]
-    total = "sum(n), sum(seconds), max(last_at)"
     rows = sql.task_rows("h", 1, source=", durable_history AS h") + f" AND h.{TALLIED} IS NULL"
-    grouped = f"SELECT {KEY}, {total} FROM ({rows}) AS x WHERE 1 = 1 GROUP BY {KEY}"
     return [
-        ("task calls counted", sql.upsert(grouped)),
+        ("task calls counted", sql.upsert_grouped(rows)),
         ("and marked so", f"UPDATE durable_history SET {TALLIED} = 1 WHERE {TALLIED} IS NULL"),
     ]
 

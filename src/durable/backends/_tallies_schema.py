@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from durable.core.tallies import BOUNDS_US, RETRIED, TASK_ENDS
 
 from ._schema import Execute, create_table
-from ._tally_sql import BOUNDS_TABLE, KEY, TALLIED, TallySQL, one_of, run_class, tallies
+from ._tally_sql import BOUNDS_TABLE, TALLIED, TallySQL, one_of, run_class, tallies
 
 #: Triggers of earlier versions that version 19 drops: task calls counted at each step,
 #: and moved between two ends (which no write does: a finished step is never rewritten).
@@ -196,13 +196,13 @@ def drop_late_triggers(dialect: sa.Dialect, execute: Execute) -> None:
 def backfill(dialect: sa.Dialect, execute: Execute) -> None:
     """Tally the runs, task calls and erased attempts a database already holds (version
     16's), as the triggers would have: added up first, since one upsert may not touch a
-    row twice. (An erased task call's step is gone already: nothing to take back.)"""
+    row twice (`TallySQL.upsert_grouped`). (An erased task call's step is gone already:
+    nothing to take back.)"""
     sql = TallySQL(dialect)
-    total = "sum(n), sum(seconds), max(last_at)"
     for rows in (
         sql.run_rows("r", 1, source=", durable_runs AS r"),
         sql.task_rows("h", 1, source=", durable_history AS h"),
         sql.attempt_rows("a", "run", RETRIED, 1, source=", durable_attempts AS a"),
         sql.attempt_rows("a", "task", RETRIED, 1, source=", durable_attempts AS a"),
     ):
-        execute(sql.upsert(f"SELECT {KEY}, {total} FROM ({rows}) AS x WHERE 1 = 1 GROUP BY {KEY}"))
+        execute(sql.upsert_grouped(rows))

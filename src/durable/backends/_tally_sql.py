@@ -97,6 +97,12 @@ class TallySQL:
             f"last_at = {later} THEN excluded.last_at ELSE {t}.last_at END"
         )
 
+    def upsert_grouped(self, rows: str) -> str:
+        """`upsert` the tally rows *rows* (a SELECT of ``_COLUMNS``) added up by key
+        first, since one upsert may not touch a row twice."""
+        total = "sum(n), sum(seconds), max(last_at)"
+        return self.upsert(f"SELECT {KEY}, {total} FROM ({rows}) AS x WHERE 1 = 1 GROUP BY {KEY}")
+
     def _select(self, values: list[str], rest: str) -> str:
         """``SELECT`` *values* named as the table's columns, then *rest*."""
         names = _COLUMNS.split(", ")
@@ -210,16 +216,11 @@ class TallySQL:
             f"h.run_id = {run_id} AND h.{TALLIED} IS NULL AND h.kind = 'task' "
             f"AND {one_of('h.status', TASK_ENDS)} AND h.started_at IS NOT NULL"
         )
-        total = "sum(n), sum(seconds), max(last_at)"
         workflow = workflow or _workflow_of(run_id)
-
-        def grouped(rows: str) -> str:
-            return f"SELECT {KEY}, {total} FROM ({rows}) AS x WHERE 1 = 1 GROUP BY {KEY}"
-
         if self.postgres:  # the rows the UPDATE marked (h, as they are now) are counted
             marked = f"UPDATE durable_history AS h SET {TALLIED} = 1 WHERE {pending} RETURNING h.*"
-            counted = grouped(self.task_rows("h", 1, source=", h", workflow=workflow))
-            return [f"WITH h AS ({marked}) {self.upsert(counted)}"]
+            counted = self.upsert_grouped(self.task_rows("h", 1, source=", h", workflow=workflow))
+            return [f"WITH h AS ({marked}) {counted}"]
         # Not grouped: SQLite's upsert takes the rows one at a time (a later one adds to
         # the row an earlier one made), and a GROUP BY would sort them in a temporary
         # B-tree built at each firing (see `one_of`).
