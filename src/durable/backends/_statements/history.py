@@ -177,12 +177,8 @@ class HistoryStatements(Compiler):
         self.record_pair_lean = self.compile(self._pair(fence, flag, PAIR_NULLS))
         self.record_pair_lean_picks = _picks(self.record_pair_lean.order)
         #: the two steps' record parameters that must all be None for record_pair_lean.
-        self.record_pair_nulls = operator.itemgetter(
-            *(
-                row * len(RECORD_ORDER) + RECORD_ORDER.index(name)
-                for row, names in enumerate(PAIR_NULLS)
-                for name in sorted(names)
-            )
+        self.record_pair_nulls = _picks(
+            tuple(f"{name}_{row}" for row, names in enumerate(PAIR_NULLS) for name in sorted(names))
         )
 
     def _pair(
