@@ -6,12 +6,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from durable.backends import Backend, _group
 from durable.backends._group import GroupCommit, Write
+from durable.backends._rows import step_params
+from durable.backends._statements.history import ABORTED
+from durable.backends.sql import SQLBackend
 from durable.core.records import NewRun, RunStatus, Step, StepKind, StepStatus
 from durable.errors import LeaseLost, StorageError
 
@@ -238,3 +242,37 @@ def test_a_lone_write_that_raises_still_hands_over() -> None:
         within(10, lambda: group.write("sql", ("bad",)))
     assert within(10, lambda: group.write("sql", ("good",))) == ([("ok",)], False)
     assert calls == ["bad", "good"]
+
+
+def test_a_refused_pair_undoes_only_itself_inside_a_batch(tmp_path: Path) -> None:
+    """SQLite's step pair is all or nothing by aborting at a finished position (see
+    `HistoryStatements._define_record_pair`). Inside a batch SQLite undoes that one
+    statement, including the row it wrote before the finished one, and the batch's other
+    writes commit: the pair answers that it wrote nothing, and is not a failure."""
+    backend = SQLBackend(f"sqlite:///{tmp_path / 'batch.db'}")
+    try:
+        for run_id in ("r1", "r2"):
+            backend.create_run(
+                NewRun(id=run_id, workflow="w", input=b"j[]", call_hash="h", owner="o", lease=60)
+            )
+        backend.record(step("r1", 1), 1)  # the start's position finished, the result's free
+        sql = backend._sql
+        both = step_params(step("r1", 0), 1) + step_params(
+            step("r1", 1, status=StepStatus.RUNNING, output=None), 1
+        )
+        pair = Write(
+            sql.record_pair.sql, sql.record_pair_picks(both), name="Recording steps",
+            refused=ABORTED,
+        )  # fmt: skip
+        quiet = sql.record_quiet
+        assert quiet is not None
+        alone = Write(quiet.sql, step_params(step("r2", 0), 1)[: len(quiet.order)])
+        _group.in_one_transaction(backend._db, "Recording steps")([pair, alone])
+        assert (pair.error, pair.rows, pair.retried) == (None, [(0,)], False)
+        assert (alone.error, alone.rows) == (None, [(1,)])
+        assert [(s.position, s.status) for s in backend.load_history("r1")] == [
+            (1, StepStatus.COMPLETED)
+        ]
+        assert [s.position for s in backend.load_history("r2")] == [0]
+    finally:
+        backend.close()

@@ -42,11 +42,14 @@ class Write:
     *name* says what it does ("Recording steps"), for error messages and fault points
     (`_faults.committed`); a batch carries its writes' name when they share one.
     *synced* False lets a batch of only such writes commit without an fsync of its own
-    (`Connections.transaction`).
+    (`Connections.transaction`). *refused*: the error message with which the statement
+    refuses to write anything (it aborts, and the database undoes it): that is an
+    answer, no row changed, not a failure of the batch.
     """
 
     __slots__ = (
-        "_wake", "done", "error", "name", "params", "retried", "rows", "sql", "synced", "then",
+        "_wake", "done", "error", "name", "params", "refused", "retried", "rows", "sql",
+        "synced", "then",
     )  # fmt: skip
 
     def __init__(
@@ -57,12 +60,14 @@ class Write:
         name: str | None = None,
         *,
         synced: bool = True,
+        refused: str | None = None,
     ) -> None:
         self.sql = sql
         self.params = params
         self.then = then
         self.name = name
         self.synced = synced
+        self.refused = refused
         self.done = False
         self.retried = False
         self.rows: Rows = []
@@ -100,9 +105,10 @@ class GroupCommit:
         *,
         name: str | None = None,
         synced: bool = True,
+        refused: str | None = None,
     ) -> tuple[Rows, bool]:
         """Execute one write statement (and *then*, in the same transaction), committed
-        before this returns. *name* and *synced* are as in `Write`.
+        before this returns. *name*, *synced* and *refused* are as in `Write`.
 
         Returns:
             The statement's rows, and whether it may have run twice (a retry after a
@@ -111,7 +117,7 @@ class GroupCommit:
         Raises:
             StorageError: the database failed; the write may or may not have committed.
         """
-        item = Write(sql, params, then, name, synced=synced)
+        item = Write(sql, params, then, name, synced=synced, refused=refused)
         with self._lock:
             alone = not self._leading
             self._leading = True
@@ -184,8 +190,13 @@ def in_one_transaction(db: Connections, name: str) -> Callable[[list[Write]], No
 
 def _rows(session: Session, write: Write) -> Rows:
     """The write's rows: what it returns, or for a statement without RETURNING, one
-    row holding how many rows it changed."""
-    cursor = session.execute(write.sql, write.params)
+    row holding how many rows it changed (none, if it refused: see `Write`)."""
+    try:
+        cursor = session.execute(write.sql, write.params)
+    except Exception as error:
+        if write.refused is None or str(error) != write.refused:
+            raise
+        return [(0,)]
     if cursor.description is None:
         return [(cursor.rowcount,)]
     return list(cursor.fetchall())

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from durable.backends import _rows
 from durable.backends._connections import Session
 from durable.backends._group import GroupCommit, Write, in_one_transaction, one_by_one
-from durable.backends._statements.history import PAIR_NULLS
+from durable.backends._statements.history import ABORTED, PAIR_NULLS
 from durable.core.records import CANCEL_REQUEST, Step, either
 from durable.errors import LeaseLost
 
@@ -112,7 +112,7 @@ class SQLHistory(SQLBase):
             statement, params = sql.record_pair_lean, sql.record_pair_lean_picks(both)
         else:
             statement, params = sql.record_pair, sql.record_pair_picks(both)
-        rows, _ = self._steps.write(statement.sql, params, name="Recording steps")
+        rows, _ = self._steps.write(statement.sql, params, name="Recording steps", refused=ABORTED)
         if self._sql.record_quiet is not None:  # SQLite: the row count; refused on cancel
             if rows[0][0] != 2:
                 return None
