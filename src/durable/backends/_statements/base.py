@@ -147,7 +147,9 @@ class Compiler:
         """*column* is one of *values* (constants or parameters). On SQLite as
         equalities: it answers ``IN (...)`` from a temporary B-tree it builds at each
         execution (a page cache of its own), which cost a step's statement 6-8 us of
-        its 30. PostgreSQL keeps ``IN``, which its index conditions read as one."""
+        its 30. PostgreSQL keeps ``IN``, which its index conditions read as one. Not for
+        a column SQLite can seek in an index: it turns such equalities back into ``IN``
+        (the step pair's check of its positions did that)."""
         if self.postgres:
             return column.in_(values)
         return sa.or_(*(column == value for value in values))

@@ -20,13 +20,13 @@ from durable.core.records import CANCEL_REQUEST, StepStatus
 
 from .base import FINISHED, UNFINISHED_STEP, Compiler, Statement, bind
 
-#: What recording over an unfinished (running, retrying or waiting) step replaces: everything
-#: but its key, first start and heartbeat details (kept for the next attempt), so a
-#: cancellation marker can take a wait's place; its properties snapshot only by another.
 #: What SQLite says when the step pair aborts at a finished position (see
 #: `HistoryStatements._define_record_pair`): the pair was refused, nothing written.
 ABORTED = "NOT NULL constraint failed: durable_history.status"
 
+#: What recording over an unfinished (running, retrying or waiting) step replaces: everything
+#: but its key, first start and heartbeat details (kept for the next attempt), so a
+#: cancellation marker can take a wait's place; its properties snapshot only by another.
 UPDATED_ON_RECORD = (
     "kind",
     "name",
@@ -144,11 +144,10 @@ class HistoryStatements(Compiler):
         unfinished = self._one_of(h.status, UNFINISHED_STEP)
         if aborting:
             replaced["status"] = sa.case((unfinished, insert.excluded.status))
-            return insert.on_conflict_do_update(
-                index_elements=[h.run_id, h.position], set_=replaced
-            )
         return insert.on_conflict_do_update(
-            index_elements=[h.run_id, h.position], set_=replaced, where=unfinished
+            index_elements=[h.run_id, h.position],
+            set_=replaced,
+            where=None if aborting else unfinished,
         )
 
     def _value(self, name: str, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
@@ -181,10 +180,11 @@ class HistoryStatements(Compiler):
                 *fence,
                 ~sa.exists().where(
                     done.c.run_id == bind("run_id_0", history.c.run_id),
-                    done.c.position.in_(
-                        [bind(f"position_{i}", history.c.position) for i in (0, 1)]
+                    self._one_of(
+                        done.c.position,
+                        [bind(f"position_{i}", history.c.position) for i in (0, 1)],
                     ),
-                    done.c.status.not_in(UNFINISHED_STEP),
+                    self._none_of(done.c.status, UNFINISHED_STEP),
                 ),
             )
         statement = self._pair(fence, flag, (set(), set()))
