@@ -262,6 +262,40 @@ def test_tab_reaches_each_chart_once(page: Page) -> None:
     assert stops.index("ov-hours") == stops.index("ov-minutes") + 1
 
 
+def test_a_focused_count_keeps_the_focus_when_the_counts_change(
+    page: Page, board: Dashboard
+) -> None:
+    """A run completing while the completed count has the keyboard focus redraws the
+    counts with its new number, and the focus stays on that count, not on the page."""
+    from tests.browser import dashboard_app as wf
+
+    count = '#ov-counts a.count[data-status="completed"]'
+    open_overview(page)
+    before = page.js(
+        "const a = document.querySelector(arguments[0]); a.focus();"
+        " return document.activeElement === a ? a.dataset.count : null;",
+        count,
+    )
+    assert before is not None, "the count did not take the focus"
+    run_id = f"order-focused-{before}"
+    board.engine.execute_call(wf.fulfil.bind(run_id), run_id=run_id)
+    page.wait_js(
+        f"document.querySelector('{count} strong').textContent !== '{before}'",
+        "the completed count to change",
+    )
+    status, shown, text, href = page.js(
+        "const a = document.activeElement; return [a.matches(arguments[0]) ?"
+        " a.dataset.status : a.tagName, a.dataset.count,"
+        " a.querySelector('strong')?.textContent, a.getAttribute('href')];",
+        count,
+    )
+    assert status == "completed", f"the focus fell to {status}"
+    since = page.attribute("#ov-since", "title")
+    expected = seed.expected_status_count(board, "completed", since)
+    assert shown == text == str(expected) and expected != int(before)
+    assert href.startswith("#/runs?status=completed&since=")
+
+
 def test_old_filter_links_land_on_the_filtered_runs_list(page: Page, board: Dashboard) -> None:
     """#/?status=dead (the runs list's old address) redirects to #/runs?status=dead."""
     page.driver.get(f"{board.url}/#/?status=dead")
