@@ -53,7 +53,8 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
     # heartbeat deadline behind while the workflow code goes on.
     sequential = sequential and task.limits.heartbeat is None
     while True:
-        _count_hung(context, pending)
+        if pending.hangs_at is not None:  # it may record a timed-out attempt
+            _count_hung(context, pending)
         if pending.due is not None:
             until = hold(context, pending.due, pending.position)
             if until is not None:
@@ -66,14 +67,16 @@ def run(context: RunContext, pending: Pending, *, sequential: bool = False) -> A
         try:
             with _observe(context, pending):
                 try:
-                    faults.hit("before_task", f"task:{task.name}")
+                    if faults.ARMED:
+                        faults.hit("before_task", f"task:{task.name}")
                     if task.is_async:
                         value = run_coroutine(
                             _limited(activity, task.fn(*pending.call.args, **pending.call.kwargs))
                         )
                     else:
                         value = task.fn(*pending.call.args, **pending.call.kwargs)
-                    faults.hit("after_task", f"task:{task.name}")
+                    if faults.ARMED:
+                        faults.hit("after_task", f"task:{task.name}")
                     late = activity.late()
                     if late is not None:
                         raise late  # a sync body that overran: its result does not count
@@ -124,11 +127,13 @@ async def run_async(context: RunContext, pending: Pending) -> Any:
         try:
             with _observe(context, pending):
                 try:
-                    faults.hit("before_task", f"task:{task.name}")
+                    if faults.ARMED:
+                        faults.hit("before_task", f"task:{task.name}")
                     value = await _limited(
                         activity, task.fn(*pending.call.args, **pending.call.kwargs)
                     )
-                    faults.hit("after_task", f"task:{task.name}")
+                    if faults.ARMED:
+                        faults.hit("after_task", f"task:{task.name}")
                 except Exception as raised:
                     _raise_late(activity, raised)
         except Exception as error:
