@@ -16,7 +16,10 @@ import pytest
 
 import durable
 import durable.flows
+from durable.core.records import RunStatus
 from durable.errors import FlowRefused, UnknownTask
+from durable.flows.engine import encode, flow
+from durable.flows.spec import load
 from durable.runtime.defaults import swap
 from tests.e2e.flow_ledger import until
 
@@ -121,6 +124,38 @@ def test_kill_ends_a_running_command_and_restart_runs_it_again(
     durable.flows.restart("slow-1", "a", engine=flows)
     assert durable.get("slow-1").result(timeout=30)["counts"] == {"finished": 2}
     assert [a.action for a in flows.backend.actions("slow-1")] == ["flow.kill", "flow.restart"]
+
+
+@BOTH
+def test_a_kill_before_a_worker_takes_the_launch_ends_the_task_killed(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task is running from the moment its flow dispatches its launch; killed before
+    a worker took the launch, the launch is cancelled without running any code, so the
+    kill itself tells the flow (the task stayed running for good: a CI flake of
+    tests/web/test_flow_api.py::test_kill_a_running_task). The flow runs on a queue of
+    its own here, and no worker serves the launch's."""
+    monkeypatch.setenv("DURABLE_FLOW_DIR", str(tmp_path / "state"))
+    path = write(tmp_path, "f.toml", '[flow]\nname = "early"\n[task.a]\ncommand = ["sleep", "60"]\n'
+                 '[task.b]\ncommand = ["true"]\ndepends_on = ["a"]\n')  # fmt: skip
+    engine = durable.Engine(url, lease=10.0)
+    worker = durable.Worker(engine, queues=("flows",), poll=0.02).start()
+    try:
+        engine.dispatch_call(flow.bind(encode(load(path))), run_id="early-1", queue="flows")
+        until(lambda: tasks(engine, "early-1")["a"]["status"] == "running", "a to start")
+        launch = tasks(engine, "early-1")["a"]["run_id"]
+        assert durable.flows.kill("early-1", "a", actor="me", engine=engine)["killed"]
+        until(lambda: tasks(engine, "early-1")["a"]["status"] == "killed", "a killed")
+        found = tasks(engine, "early-1")
+        assert found["a"]["attempts"] == 0 and found["b"]["status"] == "not_ready"
+        assert durable.flows.view("early-1", engine=engine)["stuck"]
+        run = engine.backend.get_run(launch)
+        assert run is not None and run.status is RunStatus.CANCELLED and run.started_at is None
+        assert not (tmp_path / "state").exists()  # nothing was launched
+        assert [a.action for a in engine.backend.actions("early-1")] == ["flow.kill"]
+    finally:
+        worker.stop(grace=5)
+        engine.close()
 
 
 @BOTH

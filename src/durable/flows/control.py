@@ -10,6 +10,7 @@ kills and answers are recorded in the flow run's actions log, with who asked.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from durable.api.handles import Handle
-from durable.core.records import StepKind
+from durable.core.records import RunStatus, StepKind
 from durable.errors import FlowRefused, IdempotencyConflict, RunFinished
 from durable.runtime.activity import decode_details
 from durable.runtime.defaults import get_engine
@@ -104,6 +105,12 @@ def kill(
             task=task,
         )
     killed = Handle(found.engine, launch).cancel()
+    run = found.engine.backend.get_run(launch)
+    if run is not None and run.status is RunStatus.CANCELLED and run.started_at is None:
+        # No worker had taken the launch yet (the flow marks a task running when it
+        # dispatches it): cancelled at once, none of its code runs to tell the flow, so
+        # the kill does, keyed as the command task would (a launch ends once).
+        _tell_killed(found, task, launch, actor)
     _record(found, "kill", actor, {"task": task})
     return {"flow": flow_id, "task": task, "killed": killed}
 
@@ -210,6 +217,16 @@ def _send(found: Flow, message: dict[str, Any]) -> None:
             flow_id=found.run.id,
             task=str(message["task"]),
         ) from None
+
+
+def _tell_killed(found: Flow, task: str, launch: str, actor: str | None) -> None:
+    outcome = {"status": "killed", "error": "killed", "attempts": 0}
+    message = {"op": "ended", "task": task, "run": launch, "outcome": outcome}
+    data = found.engine.dump(message, "a message to a flow")
+    with contextlib.suppress(RunFinished):  # the flow ended since it was read
+        found.engine.backend.send_event(
+            found.run.id, EVENT, data, key=f"{launch}:ended", sender=actor
+        )
 
 
 def _record(found: Flow, action: str, actor: str | None, detail: dict[str, Any]) -> None:
