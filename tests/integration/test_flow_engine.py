@@ -159,6 +159,27 @@ def test_a_kill_before_a_worker_takes_the_launch_ends_the_task_killed(
 
 
 @BOTH
+def test_killing_a_nested_flow_ends_its_task_killed(flows: durable.Engine, tmp_path: Path) -> None:
+    """The nested flow is cancelled (and the command in it killed), and tells its
+    parent, whose task ends killed."""
+    write(tmp_path, "sub.toml", '[flow]\nname = "sub"\n[task.x]\ncommand = ["sleep", "60"]\n')
+    path = write(tmp_path, "main.toml", '[flow]\nname = "main"\n[task.inner]\nflow = "sub.toml"\n'
+                 '[task.after]\ncommand = ["true"]\ndepends_on = ["inner"]\n')  # fmt: skip
+    durable.flows.start(path, id="nest-kill-1", engine=flows)
+    until(lambda: tasks(flows, "nest-kill-1")["inner"]["run_id"], "the nested flow")
+    inner = tasks(flows, "nest-kill-1")["inner"]["run_id"]
+    until(lambda: tasks(flows, inner)["x"]["pid"], "x to run")
+    node = tasks(flows, inner)["x"]["run_id"]
+    began = time.monotonic()
+    assert durable.flows.kill("nest-kill-1", "inner", engine=flows)["killed"]
+    until(lambda: tasks(flows, "nest-kill-1")["inner"]["status"] == "killed", "inner killed")
+    assert time.monotonic() - began < 15
+    assert tasks(flows, "nest-kill-1")["after"]["status"] == "not_ready"
+    until(lambda: durable.flows.view(inner, engine=flows)["status"] == "cancelled", "sub over")
+    until(lambda: flows.backend.get_run(node).status is RunStatus.CANCELLED, "x's launch to end")
+
+
+@BOTH
 def test_a_nested_flow_runs_as_one_task_and_a_failure_inside_stops_its_parent(
     flows: durable.Engine, tmp_path: Path
 ) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import durable
 from durable.api.decorators import workflow
 from durable.core.chains import split
-from durable.errors import FlowRefused, RunFinished, RunNotFound
+from durable.errors import Cancelled, FlowRefused, RunFinished, RunNotFound
 
 from .board import Board
 from .nodes import node, notify
@@ -54,37 +54,44 @@ def flow(
     state = Board.restore(model, board or {}, split(me)[0])
     told_parent: str | None = None
     handled = 0
-    while True:
-        launches, asked = state.advance()
-        for launch in launches:
-            task = model.tasks[launch.task]
-            if launch.kind == "flow":
-                assert task.flow is not None
-                handle = durable.dispatch(flow, encode(task.flow), me, task.name)
-            else:
-                command = command_spec(model, task, state.inputs(task.name))
-                handle = durable.dispatch(node, me, model.name, task.name, command)
-            state.started(task.name, handle.id)
-        for name in asked:
-            _notify(state, model, me, name)
-        durable.set_state(**state.snapshot())
-        if state.complete:
-            break
+    try:
+        while True:
+            launches, asked = state.advance()
+            for launch in launches:
+                task = model.tasks[launch.task]
+                if launch.kind == "flow":
+                    assert task.flow is not None
+                    handle = durable.dispatch(flow, encode(task.flow), me, task.name)
+                else:
+                    command = command_spec(model, task, state.inputs(task.name))
+                    handle = durable.dispatch(node, me, model.name, task.name, command)
+                state.started(task.name, handle.id)
+            for name in asked:
+                _notify(state, model, me, name)
+            durable.set_state(**state.snapshot())
+            if state.complete:
+                break
+            if parent is not None and parent_task is not None:
+                if state.stuck and told_parent != "failed":
+                    failed = [
+                        n for n, status in state.status.items() if status in ("failed", "killed")
+                    ]
+                    _tell(
+                        parent,
+                        parent_task,
+                        me,
+                        {"status": "failed", "error": f"failed: {', '.join(failed)}"},
+                    )
+                    told_parent = "failed"
+            elif handled >= CHAIN_AFTER:  # keep the history a replay reads short
+                durable.continue_as_new(spec, None, None, state.snapshot())
+            message = durable.wait(EVENT)
+            apply(state, message)
+            handled += 1
+    except Cancelled:  # killed as its parent's task (or cancelled): the parent task ends
         if parent is not None and parent_task is not None:
-            if state.stuck and told_parent != "failed":
-                failed = [n for n, status in state.status.items() if status in ("failed", "killed")]
-                _tell(
-                    parent,
-                    parent_task,
-                    me,
-                    {"status": "failed", "error": f"failed: {', '.join(failed)}"},
-                )
-                told_parent = "failed"
-        elif handled >= CHAIN_AFTER:  # keep the history a replay reads short
-            durable.continue_as_new(spec, None, None, state.snapshot())
-        message = durable.wait(EVENT)
-        apply(state, message)
-        handled += 1
+            _tell(parent, parent_task, me, {"status": "killed", "error": "killed"})
+        raise
     if parent is not None and parent_task is not None:
         _tell(parent, parent_task, me, {"status": "finished", "error": None})
     return {"name": model.name, "counts": state.counts()}
