@@ -76,10 +76,12 @@ class StepStatus(StrEnum):
     #: finished with an error. Never changes again.
     FAILED = "failed"
 
-    @property
-    def finished(self) -> bool:
-        """True when the position's outcome is final."""
-        return self is StepStatus.COMPLETED or self is StepStatus.FAILED
+    #: True when the position's outcome is final (an attribute, not a property: it is
+    #: asked several times at every step).
+    finished: bool
+
+    def __init__(self, value: str) -> None:
+        self.finished = value in ("completed", "failed")
 
 
 class StepKind(StrEnum):

@@ -111,15 +111,19 @@ def _ended(context: RunContext, position: int, call: Call[Any], outcome: Any) ->
 
 def step(context: RunContext, position: int, call: Call[Any]) -> Any:
     """Replay or run *call* at *position*, synchronously; hand its outcome back."""
-    _started(context, position, (call,))
+    hooked = context.hooks is not None  # a workflow class's (asked here: every step)
+    if hooked:
+        _started(context, position, (call,))
     try:
         value = _settle(context, position, call, sequential=True)
     except Exception as error:
         context.returned()  # a cancellation that came meanwhile outranks the failure
-        _ended(context, position, call, error)
+        if hooked:
+            _ended(context, position, call, error)
         raise
     context.returned()
-    _ended(context, position, call, value)
+    if hooked:
+        _ended(context, position, call, value)
     return value
 
 

@@ -293,14 +293,16 @@ class RunContext:
         call = pending.call
         if pending.input is UNSET:
             pending.input = self.host.preview(call.arguments)
-        now = self.host.clock.now()
+        started, finished = pending.started, None
+        if status is not StepStatus.RUNNING:
+            finished = self.host.clock.now()
+        if started is None:  # (`begin` has set it for a start)
+            started = finished or self.host.clock.now()
         return Step(
             run_id=self.run_id, position=pending.position, kind=pending.kind or call.target.kind,
             name=call.target.name, call_hash=pending.digest, status=status, input=pending.input,
-            output=output, error=error, attempts=pending.attempt or 1,
-            started_at=pending.started or now,
-            finished_at=None if status is StepStatus.RUNNING else now,
-            epoch=self.epoch, wake_at=wake_at,
+            output=output, error=error, attempts=pending.attempt or 1, started_at=started,
+            finished_at=finished, epoch=self.epoch, wake_at=wake_at,
         )  # fmt: skip
 
     def succeeded(self, pending: Pending, value: Any, *, defer: bool = False) -> Any:
