@@ -248,6 +248,28 @@ class Page:
     def attribute(self, selector: str, name: str) -> str | None:
         return self.on(selector, lambda element: element.get_attribute(name))  # type: ignore[no-any-return]
 
+    def focus(self, selector: str) -> None:
+        """Give the keyboard focus to the element at *selector*, and remember that
+        element for `focused`."""
+        taken = self.js(
+            "const node = document.querySelector(arguments[0]); node.focus();"
+            " window.durableFocused = node; return document.activeElement === node;",
+            selector,
+        )
+        assert taken, f"{selector} did not take the focus"
+
+    def focused(self) -> str:
+        """Where the keyboard focus is: "same" while the element `focus` gave it to
+        still has it and is on the page (a redraw updated it in place); else the tag of
+        the element that has it now (BODY: it fell to the page)."""
+        return str(
+            self.js(
+                "const node = document.activeElement;"
+                " return node === window.durableFocused && node.isConnected ? 'same'"
+                " : node.tagName;"
+            )
+        )
+
     def facts(self, selector: str) -> dict[str, str]:
         """The label -> value pairs of the <dl> at *selector*."""
         pairs = self.js(

@@ -12,6 +12,8 @@
 - `overdue`: a task, then a wait for an event that never comes, past the run's
   deadline (a timed_out run).
 - `echo`: returns its argument (the XSS check puts markup in it).
+- `brood`: `pack` as a child, then `ship` started as a second child and waited for:
+  the run waits for a run (its child blocked in `hold` until the gate opens).
 """
 
 from __future__ import annotations
@@ -145,3 +147,9 @@ def overdue(order: str) -> Any:
 @workflow
 def echo(value: str) -> str:
     return value
+
+
+@workflow
+def brood(order: str) -> str:
+    pack(order)
+    return durable.dispatch(ship, order).result()

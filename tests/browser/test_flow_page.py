@@ -7,6 +7,7 @@ opens into its own graph; and a 1,000-task flow renders in time (printed)."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import shlex
@@ -328,6 +329,41 @@ def test_a_nested_flow_opens_into_its_own_graph(
     assert set(boxes(page)) == {"a", "b"}
     parent = page.find("#flow-facts a[href^='#/flows/']")
     assert parent.text == outer
+
+
+@pytest.mark.parametrize("where", ["list", "page"])
+def test_a_focused_link_keeps_the_focus_when_the_flow_moves_on(
+    page: Page, dashboard: Dashboard, files: Path, tmp_path: Path, where: str
+) -> None:
+    """The flow's link in the flows list (#/flows), or its run's link on its page, has
+    the keyboard focus while its task finishes: the list or the facts are redrawn with
+    the new counts, and the focus stays on that link."""
+    marker = tmp_path / "go"
+    check = shlex.quote(str(marker))
+    text = (
+        '[flow]\nname = "focus"\n[task.hold]\n'
+        f'command = ["sh", "-c", "while ! test -f {check}; do sleep 0.1; done"]\n'
+    )
+    flow_id = start(dashboard, files, text, f"focus-{where}")
+    wait_statuses(dashboard, flow_id, hold="running")
+    if where == "list":
+        page.open("#/flows")
+        part = f'#flows-body tr[data-key="{flow_id}"]'
+        link = f"{part} a"
+    else:
+        open_flow(page, flow_id)
+        part = "#flow-facts"
+        link = "#flow-facts a[href^='#/runs/']"
+    shown = f"document.querySelector({json.dumps(part)}).textContent"
+    page.wait_js(f"document.querySelector({json.dumps(link)}) !== null", "the link")
+    before = page.js(f"return {shown};")
+    assert "1 running" in before
+    page.focus(link)
+    marker.write_text("go")
+    wait_statuses(dashboard, flow_id, hold="finished")
+    page.wait_js(f"{shown} !== {json.dumps(before)}", "the counts to change")
+    assert page.focused() == "same"
+    assert page.text(link) == flow_id
 
 
 def test_a_thousand_task_flow_renders_and_stays_usable(

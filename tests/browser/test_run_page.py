@@ -193,6 +193,40 @@ def test_a_timed_out_run_has_its_own_colour(page: Page, dashboard: Dashboard) ->
     assert page.text("#runs-body").count(run_id) == 1
 
 
+@pytest.mark.parametrize(
+    ("name", "link"),
+    [
+        ("waiting", "#run-waiting a"),
+        ("children", "#run-family a:last-of-type"),
+        ("history", '#history-body tr[data-key="0"] a'),
+        ("facts", "#run-facts a"),
+    ],
+    ids=["waiting", "children", "history", "facts"],
+)
+def test_a_focused_link_keeps_the_focus_when_the_run_changes(
+    page: Page, dashboard: Dashboard, name: str, link: str
+) -> None:
+    """An event sent to the run whose page is open while one of its links has the
+    keyboard focus (the run it waits for, a child, the child of a step, its parent)
+    redraws the page with the event, and the focus stays on that link. `brood` waits
+    for its second child, which is blocked in `hold`; the facts are the child's."""
+    run_id = dashboard.running_run(f"order-brood-{name}", wf.brood)
+    try:
+        dashboard.wait_status(run_id, "waiting")
+        shown = f"{run_id}/1" if name == "facts" else run_id
+        page.open_run(shown)
+        page.wait_js(f"document.querySelector('{link}') !== null", "the link")
+        href = page.attribute(link, "href")
+        page.focus(link)
+        durable.send(shown, "nudge", {"from": "a test"})
+        page.wait_js("document.querySelectorAll('#events-body tr').length === 1", "the event")
+        assert page.focused() == "same"
+        assert page.attribute(link, "href") == href
+    finally:
+        dashboard.release(run_id)  # the child's worker slot is free again
+    dashboard.wait_status(run_id, "completed")
+
+
 def test_screenshot_of_a_run_page(page: Page) -> None:
     """A picture of a run page for people to look at (artifacts/dashboard-run.png)."""
     page.open_run("order-approval")

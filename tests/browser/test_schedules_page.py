@@ -135,21 +135,26 @@ def test_trigger_starts_a_run(page: Page, dashboard: Dashboard) -> None:
     dashboard.wait_status(run_id, "completed")
 
 
-def test_the_last_tick_links_to_its_run(page: Page, dashboard: Dashboard) -> None:
-    """A tick the worker fires shows as LAST and LAST RUN (with the run's status chip);
-    the link opens the run's page."""
-    make(dashboard, "page-fired")
-    stored = dashboard.engine.backend.get_schedule("page-fired")
+def fire(dashboard: Dashboard, schedule_id: str) -> str:
+    """Make the schedule due now; the run its tick started, once completed."""
+    stored = dashboard.engine.backend.get_schedule(schedule_id)
     assert stored is not None
     due = dataclasses.replace(stored, next_fire_at=dashboard.engine.backend.now() - 1)
     dashboard.engine.backend.put_schedule(due)
 
     def fired() -> str | None:
-        now = dashboard.engine.backend.get_schedule("page-fired")
+        now = dashboard.engine.backend.get_schedule(schedule_id)
         return None if now is None else now.last_run_id
 
-    run_id = eventually(fired, "the worker to fire the tick")
+    run_id: str = eventually(fired, "the worker to fire the tick")
     dashboard.wait_status(run_id, "completed")
+    return run_id
+
+
+def test_the_last_tick_links_to_its_run(page: Page, dashboard: Dashboard) -> None:
+    """A tick the worker fires shows as LAST and LAST RUN (with the run's status chip);
+    the link opens the run's page."""
+    run_id = fire(dashboard, make(dashboard, "page-fired"))
     selector = row(page_at_schedules(page), "page-fired")
     link = f"{selector} td:nth-child(6) a"
     page.wait_js(
@@ -168,6 +173,24 @@ def test_the_last_tick_links_to_its_run(page: Page, dashboard: Dashboard) -> Non
     )
     assert page.driver.current_url.endswith("#/runs/" + quote(run_id, safe=""))
     page.wait_js("document.querySelector('#run-status').textContent === 'completed'", "its status")
+
+
+def test_a_focused_last_run_keeps_the_focus_when_the_row_changes(
+    page: Page, dashboard: Dashboard
+) -> None:
+    """The schedule paused elsewhere while its last run's link has the keyboard focus:
+    the row is redrawn paused, and the focus stays on that link."""
+    run_id = fire(dashboard, make(dashboard, "page-focused"))
+    selector = row(page_at_schedules(page), "page-focused")
+    link = f"{selector} td:nth-child(6) a"
+    page.wait_js(f"document.querySelector('{link}') !== null", "the last run's link")
+    page.focus(link)
+    dashboard.engine.backend.set_schedule_paused("page-focused", True)
+    state_is(page, selector, "paused")
+    assert page.focused() == "same"
+    assert page.text(link) == run_id
+    href = page.js("return document.querySelector(arguments[0]).getAttribute('href');", link)
+    assert href == "#/runs/" + quote(run_id, safe="")
 
 
 def test_a_read_only_dashboard_offers_no_buttons(page: Page, dashboard: Dashboard) -> None:

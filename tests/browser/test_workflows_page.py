@@ -141,3 +141,50 @@ def test_a_workflows_name_lists_its_runs(page: Page, board: Dashboard) -> None:
     assert page.js("return document.querySelector('#filters').elements.workflow.value") == (
         "mail.digest"
     )
+
+
+def test_a_focused_workflow_keeps_the_focus_when_the_figures_change(
+    page: Page, board: Dashboard
+) -> None:
+    """A run of fulfil completing while fulfil's name has the keyboard focus redraws
+    its row with one more run, and the focus stays on the name's link."""
+    row = f'#workflows-body tr[data-key="workflow:{wf.fulfil.name}"]'
+    open_workflows(page)
+    before = page.text(f"{row} td:nth-child(3)")
+    page.focus(f"{row} a")
+    run_id = f"order-focused-{before}"
+    board.engine.execute_call(wf.fulfil.bind(run_id), run_id=run_id)
+    page.wait_js(
+        f"document.querySelector('{row} td:nth-child(3)').textContent !== '{before}'",
+        "the row to redraw",
+    )
+    assert page.focused() == "same"
+    assert page.text(f"{row} a") == wf.fulfil.name
+
+
+def test_a_focused_workflow_keeps_the_focus_when_it_moves_up(page: Page, board: Dashboard) -> None:
+    """Sorted by runs, largest first: runs of echo that lift its row above the row
+    that was above it move the row, and the focus on echo's name stays where it was."""
+    row = f'#workflows-body tr[data-key="workflow:{wf.echo.name}"]'
+    board.engine.execute_call(wf.echo.bind("first"), run_id="echo-first")
+    open_workflows(page)
+    page.wait_js(f"document.querySelector('{row}') !== null", "echo's row")
+    page.click('#workflows-table th[data-key="runs"] button')
+    page.wait_js("document.querySelector('th[data-key=\"runs\"]').ariaSort === 'descending'", "")
+    runs, above, runs_above = page.js(
+        "const row = document.querySelector(arguments[0]); const up = row.previousElementSibling;"
+        " return [Number(row.cells[2].textContent), up.dataset.key,"
+        " Number(up.cells[2].textContent)];",
+        row,
+    )
+    assert runs_above < 20, "the row above echo's is too far ahead for this test"
+    page.focus(f"{row} a")
+    for n in range(runs_above - runs + 1):
+        board.engine.execute_call(wf.echo.bind(n), run_id=f"echo-lift-{runs}-{n}")
+    page.wait_js(
+        f"document.querySelector('{row}').cells[2].textContent === '{runs_above + 1}'"
+        f" && document.querySelector('{row}').compareDocumentPosition(document.querySelector("
+        f"'#workflows-body tr[data-key=\"{above}\"]')) & Node.DOCUMENT_POSITION_FOLLOWING",
+        "echo's row to move above the other",
+    )
+    assert page.focused() == "same"

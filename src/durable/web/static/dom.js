@@ -87,25 +87,78 @@ export function pretty(value) {
   return value === undefined ? "" : JSON.stringify(value, null, 2);
 }
 
+/* Like node.replaceChildren(...parts) (nodes or text), but what the node holds already
+   is kept where it matches: a child of the same name at the same place takes the new
+   part's attributes and content, and only the others are replaced. What a page redraws
+   at each refresh goes through here when it holds a link or a button, so one with the
+   keyboard focus keeps it (a replaced one drops the focus to the page). */
+export function updateChildren(node, ...parts) {
+  const old = Array.from(node.childNodes);
+  parts.forEach((part, index) => {
+    const fresh = part instanceof Node ? part : document.createTextNode(String(part));
+    const current = old[index];
+    if (current === undefined) {
+      node.append(fresh);
+    } else if (current.nodeName !== fresh.nodeName ||
+        current.namespaceURI !== fresh.namespaceURI) {
+      current.replaceWith(fresh);
+    } else if (current.nodeType !== Node.ELEMENT_NODE) {
+      if (current.nodeValue !== fresh.nodeValue) current.nodeValue = fresh.nodeValue;
+    } else {
+      for (const { name } of Array.from(current.attributes)) {
+        if (!fresh.hasAttribute(name)) current.removeAttribute(name);
+      }
+      for (const { name, value } of Array.from(fresh.attributes)) {
+        if (current.getAttribute(name) !== value) current.setAttribute(name, value);
+      }
+      updateChildren(current, ...Array.from(fresh.childNodes));
+    }
+  });
+  for (const extra of old.slice(parts.length)) extra.remove();
+}
+
+/* Put child right after previous (first when previous is null) unless it is there.
+   One already on the page is moved with moveBefore where the browser has it, which
+   keeps the keyboard focus in it; insertBefore would drop the focus to the page. */
+function place(parent, child, previous) {
+  const wanted = previous ? previous.nextSibling : parent.firstChild;
+  if (wanted === child) return;
+  if (child.parentNode === parent && parent.isConnected &&
+      typeof parent.moveBefore === "function") {
+    parent.moveBefore(child, wanted);
+  } else {
+    parent.insertBefore(child, wanted);
+  }
+}
+
 /* Fill a <dl> from [label, value] pairs, one <div> per pair, skipping empty values; a
-   value may be a ready node (a link). */
+   value may be a ready node (a link). The pairs are updated in place, found by label
+   (updateChildren: a focused link in one keeps the focus). */
 export function setFacts(dl, facts) {
-  const items = [];
+  const existing = new Map();
+  for (const pair of Array.from(dl.children)) {
+    existing.set(pair.firstElementChild.textContent, pair);
+  }
+  let previous = null;
   for (const [label, value] of facts) {
     if (value === null || value === undefined || value === "" || value === false) continue;
-    const dd = el("dd");
-    if (value instanceof Node) dd.append(value);
-    else dd.textContent = String(value);
-    const pair = el("div");
-    pair.append(el("dt", label), dd);
-    items.push(pair);
+    let pair = existing.get(label);
+    if (pair) {
+      existing.delete(label);
+    } else {
+      pair = el("div");
+      pair.append(el("dt", label), el("dd"));
+    }
+    updateChildren(pair.lastElementChild, value);
+    place(dl, pair, previous);
+    previous = pair;
   }
-  dl.replaceChildren(...items);
+  for (const pair of existing.values()) pair.remove();
 }
 
 /* Update a table body in place, one row per item keyed by keyOf(item): existing rows
-   are reused (so references to them stay valid across polls), new ones made, gone ones
-   removed, and the order follows items. */
+   are reused (so references to them and the keyboard focus in them stay across
+   polls), new ones made, gone ones removed, and the order follows items. */
 export function syncRows(tbody, items, keyOf, fill) {
   const existing = new Map();
   for (const row of Array.from(tbody.rows)) existing.set(row.getAttribute("data-key"), row);
@@ -116,8 +169,7 @@ export function syncRows(tbody, items, keyOf, fill) {
     if (row) existing.delete(key);
     else row = el("tr", null, { "data-key": key });
     fill(row, item);
-    const wanted = previous ? previous.nextSibling : tbody.firstChild;
-    if (wanted !== row) tbody.insertBefore(row, wanted);
+    place(tbody, row, previous);
     previous = row;
   }
   for (const row of existing.values()) row.remove();

@@ -7,7 +7,10 @@
    drawing took: data-rendered-ms from this page being opened to the boxes painted,
    data-navigation-ms the same from the document's navigation start. */
 
-import { $, chip, el, flowHref, flowLink, formatTime, isoTime, runLink, setFacts } from "./dom.js";
+import {
+  $, cells, chip, el, flowHref, flowLink, formatTime, isoTime, runLink, setFacts, syncRows,
+  updateChildren,
+} from "./dom.js";
 import { FlowGraph } from "./flowgraph.js";
 import { FlowPanel } from "./flowpanel.js";
 import { conditionalGet } from "./http.js";
@@ -112,32 +115,30 @@ export function flowsPage(refreshNow) {
     const cursor = cursors[cursors.length - 1];
     if (cursor) query.set("cursor", cursor);
     const { data } = await get("api/v1/flows?" + query.toString());
-    const rows = data.items.map((flow) => {
-      const row = el("tr", null, { "data-key": flow.id, "data-status": flow.status });
-      const status = el("span");
-      chip(status, flow.status);
-      if (flow.stuck) {
-        status.textContent = `${flow.status}, stuck`;
-        status.setAttribute("title", "A task failed and nothing else can run: restart it.");
-      }
-      const counts = Object.entries(flow.counts || {}).filter(([, n]) => n > 0)
-        .sort(([a], [b]) => ORDER.indexOf(a) - ORDER.indexOf(b))
-        .map(([name, n]) => `${n} ${name.replace("_", " ")}`).join(" · ");
-      const cells = [status, flowLink(flow.id), flow.name, counts || "—",
-        formatTime(isoTime(flow.created_at)), formatTime(isoTime(flow.finished_at))];
-      for (const cell of cells) {
-        const td = el("td");
-        td.append(cell);
-        row.append(td);
-      }
-      return row;
-    });
-    $("flows-body").replaceChildren(...rows);
-    $("flows-table").hidden = rows.length === 0;
-    $("flows-empty").hidden = rows.length > 0;
+    syncRows($("flows-body"), data.items, (flow) => flow.id, fillFlow);
+    $("flows-table").hidden = data.items.length === 0;
+    $("flows-empty").hidden = data.items.length > 0;
     nextCursor = data.next_cursor;
     $("flows-next").disabled = !nextCursor;
     $("flows-first").disabled = cursors.length === 1;
   }
   return { refresh };
+}
+
+/* One row of the flows list, updated in place at each refresh (syncRows,
+   updateChildren): a flow's link with the keyboard focus keeps it. */
+function fillFlow(row, flow) {
+  row.setAttribute("data-status", flow.status);
+  const status = el("span");
+  chip(status, flow.status);
+  if (flow.stuck) {
+    status.textContent = `${flow.status}, stuck`;
+    status.setAttribute("title", "A task failed and nothing else can run: restart it.");
+  }
+  const counts = Object.entries(flow.counts || {}).filter(([, n]) => n > 0)
+    .sort(([a], [b]) => ORDER.indexOf(a) - ORDER.indexOf(b))
+    .map(([name, n]) => `${n} ${name.replace("_", " ")}`).join(" · ");
+  const parts = [status, flowLink(flow.id), flow.name, counts || "—",
+    formatTime(isoTime(flow.created_at)), formatTime(isoTime(flow.finished_at))];
+  cells(row, parts.length).forEach((td, index) => updateChildren(td, parts[index]));
 }

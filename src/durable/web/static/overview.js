@@ -4,7 +4,7 @@
    and dead runs that need someone. Every figure that counts runs links to the runs
    list filtered to exactly those runs. It reads api/v1/overview and acts on nothing. */
 
-import { $, cells, chip, el, formatDuration, syncRows, timeCell } from "./dom.js";
+import { $, cells, chip, el, formatDuration, syncRows, timeCell, updateChildren } from "./dom.js";
 import { barChart } from "./charts.js";
 import { conditionalGet } from "./http.js";
 
@@ -97,9 +97,11 @@ export function workflowLink(name) {
   return el("a", name, { href: "#/runs?" + new URLSearchParams({ workflow: name }), class: "mono" });
 }
 
+/* The fill* functions redraw a row at each refresh: a link goes through updateChildren,
+   so one with the keyboard focus keeps it. */
 function fillWorkflow(row, item) {
   const [name, runs, success, p50, p95, failure] = cells(row, 6);
-  name.replaceChildren(workflowLink(item.name));
+  updateChildren(name, workflowLink(item.name));
   runs.textContent = String(item.runs);
   success.textContent = successText(item.success);
   durationCell(p50, item.p50_duration);
@@ -131,7 +133,7 @@ function limitText(value) {
 
 function fillQueue(row, queue) {
   const [name, queued, running, limit, keyLimit, oldest] = cells(row, 6);
-  name.replaceChildren(el("a", queue.name, {
+  updateChildren(name, el("a", queue.name, {
     href: "#/runs?" + new URLSearchParams({ queue: queue.name }), class: "mono",
   }));
   queued.textContent = String(queue.queued);

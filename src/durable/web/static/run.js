@@ -6,7 +6,7 @@
 
 import {
   $, cells, chip, confirmAction, el, flowLink, formatDuration, formatTime, notice, pretty,
-  rememberName, runHref, runLink, setFacts, storedName, syncRows, timeCell,
+  rememberName, runHref, runLink, setFacts, storedName, syncRows, timeCell, updateChildren,
 } from "./dom.js";
 import { GraphView } from "./graph.js";
 import { conditionalGet, getJSON, post, session } from "./http.js";
@@ -99,6 +99,9 @@ export function runPage(runId, refreshNow) {
   return page;
 }
 
+/* Redrawn whenever the run changed: its links (facts, waiting, children, history) are
+   updated in place (setFacts, updateChildren, syncRows), so one with the keyboard focus
+   keeps it. */
 function renderRun(run, showEventForm) {
   chip($("run-status"), run.status);
   setFacts($("run-facts"), [
@@ -166,11 +169,10 @@ function renderWaiting(run) {
   box.hidden = !waiting || run.status !== "waiting";
   if (box.hidden) return;
   const until = waiting.until ? ` (until ${formatTime(waiting.until)})` : "";
-  box.replaceChildren();
   if (waiting.kind === "event") {
     box.textContent = `Waiting for the event "${waiting.event}"${until}.`;
   } else if (waiting.kind === "run" && waiting.run) {
-    box.append("Waiting for run ", runLink(waiting.run), ` to finish${until}.`);
+    updateChildren(box, "Waiting for run ", runLink(waiting.run), ` to finish${until}.`);
   } else {
     box.textContent = `Sleeping until ${formatTime(waiting.until)}.`;
   }
@@ -184,7 +186,7 @@ function renderChildren(children) {
     if (index) parts.push(", ");
     parts.push(runLink(id));
   });
-  box.replaceChildren(...parts);
+  updateChildren(box, ...parts);
 }
 
 /* The run's properties as last stored, or its attributes: one row each, in the box
@@ -233,7 +235,7 @@ function fillStep(row, step, changed) {
     cells(row, 9);
   position.textContent = step.position;
   kind.textContent = step.kind;
-  if (step.child_id) name.replaceChildren(step.name + " → ", runLink(step.child_id));
+  if (step.child_id) updateChildren(name, step.name + " → ", runLink(step.child_id));
   else name.textContent = step.name;
   if (!status.firstChild) status.append(el("span"));
   chip(status.firstChild, step.status);

@@ -2,7 +2,9 @@
    its last tick started (a link to its page), and Pause, Resume and Trigger (hidden on
    a read-only dashboard). The columns are those of `durable schedules`. */
 
-import { $, cells, chip, confirmAction, el, notice, runLink, syncRows, timeCell } from "./dom.js";
+import {
+  $, cells, chip, confirmAction, el, notice, runLink, syncRows, timeCell, updateChildren,
+} from "./dom.js";
 import { conditionalGet, post, session } from "./http.js";
 
 /* Mount the page into #view; refreshNow() asks the poller for an immediate refresh. */
@@ -103,9 +105,10 @@ function fillRow(row, schedule) {
     const status = el("span");
     chip(status, run.status || "gone");
     if (!run.status) status.setAttribute("title", "This run is no longer stored (purged).");
-    lastRun.replaceChildren(runLink(run.id), " ", status);
+    // updated in place: a focused link keeps the focus when the page refreshes
+    updateChildren(lastRun, runLink(run.id), " ", status);
   } else {
-    lastRun.replaceChildren("—");
+    updateChildren(lastRun, "—");
   }
   const [pause, resume, trigger] = Array.from(actions.children);
   pause.hidden = session.read_only || schedule.paused;

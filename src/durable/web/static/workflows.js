@@ -4,7 +4,7 @@
    (click or keyboard; aria-sort says the order); a workflow's name opens the runs list
    filtered to it. It reads api/v1/workflows and acts on nothing. */
 
-import { $, cells, el, syncRows, timeCell } from "./dom.js";
+import { $, cells, el, syncRows, timeCell, updateChildren } from "./dom.js";
 import { sparkline } from "./charts.js";
 import { durationCell, successText, workflowLink } from "./overview.js";
 import { conditionalGet } from "./http.js";
@@ -80,8 +80,9 @@ function fillRow(row, item) {
   const [name, kind, runs, success, p50, p95, failure, spark] = cells(row, 8);
   row.setAttribute("data-kind", item.kind);
   row.setAttribute("data-name", item.name);
-  if (item.kind === "workflow") name.replaceChildren(workflowLink(item.name));
-  else name.replaceChildren(el("span", item.name, { class: "mono" }));
+  // updated in place: a focused name keeps the focus when the page refreshes
+  updateChildren(name, item.kind === "workflow" ? workflowLink(item.name)
+    : el("span", item.name, { class: "mono" }));
   kind.textContent = item.kind;
   runs.textContent = String(item.runs);
   success.textContent = successText(item.success);
