@@ -47,7 +47,10 @@ class Plan:
     resume_steps: int = 1_000
 
 
-QUICK = Plan(warmup=5, workflows=20, lengths=(100, 1_000), resume_steps=200)
+#: --quick, a smoke test (CI runs it): every measurement once, on a few hundred synced
+#: commits in all instead of thousands: a workflow for each of the concurrent run's
+#: threads, and two lengths for the ratios.
+QUICK = Plan(reps=1, warmup=2, workflows=THREADS, lengths=(10, 100), resume_steps=20)
 
 
 def log(message: str) -> None:

@@ -8,7 +8,7 @@ scenarios, the same workload and workers, interleaved (a, b, c, a, b, c...) for 
 * ``limit_16``: ``durable.queue("bench", concurrency=16)``;
 * ``keys_1000``: runs dispatched with ``key=f"k{i % 1000}"`` and ``key_concurrency=1``.
 
-Each scenario dispatches N workflows of one no-op task (2,000; 200 with --quick), then
+Each scenario dispatches N workflows of one no-op task (2,000; 50 with --quick), then
 starts W `durable worker` processes (2, 16 slots each) and waits for them to drain the
 queue. runs_per_s is N divided by the time from the first run starting to the last one
 finishing (database timestamps). The report gives every round's value, the medians, and
@@ -180,9 +180,9 @@ def measure(backend: str, base: str, args: argparse.Namespace, tmp: Path) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="200 runs, one round")
+    parser.add_argument("--quick", action="store_true", help="50 runs, one round")
     parser.add_argument("--backends", default="sqlite,postgres", help="%(default)s")
-    parser.add_argument("--runs", type=int, default=0, help="per scenario: 2,000 (200 quick)")
+    parser.add_argument("--runs", type=int, default=0, help="per scenario: 2,000 (50 quick)")
     parser.add_argument("--rounds", type=int, default=0, help="4 (1 quick)")
     parser.add_argument("--workers", type=int, default=2, help="%(default)s")
     parser.add_argument("--concurrency", type=int, default=16, help="per worker: %(default)s")
@@ -190,7 +190,7 @@ def main() -> None:
     default_pg = os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
     parser.add_argument("--postgres-url", default=default_pg, help="%(default)s")
     args = parser.parse_args()
-    args.runs = args.runs or (200 if args.quick else 2000)
+    args.runs = args.runs or (50 if args.quick else 2000)
     args.rounds = args.rounds or (1 if args.quick else 4)
     for backend in args.backends.split(","):
         name = "postgresql" if backend == "postgres" else backend

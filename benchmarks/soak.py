@@ -1,8 +1,8 @@
 """A sustained mixed load on PostgreSQL: ``python benchmarks/soak.py [--quick]``.
 
 One JSON object on stdout; progress on stderr. A fresh schema (dropped at the end) and
-two `durable worker` processes. For --seconds (300; 20 with --quick) a feeder in this
-process dispatches a steady --rate of runs per second, mixed:
+two `durable worker` processes. For --seconds (300; 8 with --quick) a feeder in this
+process dispatches a steady --rate of runs per second (150; 50 with --quick), mixed:
 
 * 50 % ``short``: three tasks in a row;
 * 20 % ``nap``: a task, a durable sleep of 0.5-3 s (inline up to 1 s, else suspended),
@@ -30,7 +30,7 @@ After the feed, the backlog drains, then the checker looks for problems:
 * a worker that died, or logged an error.
 
 ``rss_growth`` compares each worker's mean RSS over the last minute of the feed with
-the first minute after a warm-up (two minutes; --quick: 5 s, and 5-second windows),
+the first minute after a warm-up (two minutes; --quick: 3 s, and 2.5-second windows),
 and gives its slope over that last minute.
 """
 
@@ -155,8 +155,8 @@ def measure(url: str, schema: str, args: argparse.Namespace, tmp: Path) -> dict[
     samples, seconds = soak.samples, args.seconds
     # Warm-up: caches and bounded structures fill first (a worker's wake-up hub holds
     # up to 20,000 topics, reached after about two minutes at 150 runs/s).
-    warm_up = 5.0 if args.quick else min(120.0, seconds * 0.4)
-    window = 5.0 if args.quick else min(60.0, seconds / 4)
+    warm_up = 3.0 if args.quick else min(120.0, seconds * 0.4)
+    window = 2.5 if args.quick else min(60.0, seconds / 4)
     feeding = [s for s in samples if warm_up <= s["t"] <= seconds]
     rates = [s["finished_per_s"] for s in feeding[1:]]
     growth = rss_growth(samples, warm_up, window, seconds)
@@ -196,22 +196,23 @@ def measure(url: str, schema: str, args: argparse.Namespace, tmp: Path) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 seconds: a smoke test")
+    parser.add_argument("--quick", action="store_true", help="8 seconds: a smoke test")
+    parser.add_argument("--seconds", type=float, help="how long to feed (default: 300, --quick: 8)")
     parser.add_argument(
-        "--seconds", type=float, help="how long to feed (default: 300, --quick: 20)"
+        "--rate", type=float, help="runs dispatched per second (default: 150, --quick: 50)"
     )
-    parser.add_argument("--rate", type=float, default=150.0, help="runs dispatched per second")
     parser.add_argument(
-        "--sample", type=float, help="seconds between samples (default: 10, --quick: 2)"
+        "--sample", type=float, help="seconds between samples (default: 10, --quick: 1)"
     )
     parser.add_argument(
         "--postgres-url", default=os.environ.get("DURABLE_BENCH_POSTGRES_URL", DEFAULT_PG)
     )
     args = parser.parse_args()
-    args.seconds = args.seconds or (20.0 if args.quick else 300.0)
-    args.sample = args.sample or (2.0 if args.quick else 10.0)
-    # Purge every 10 s what finished over 5 s ago (--quick: every 4 s, over 2 s ago).
-    args.purge_every, args.purge_older_than = (4.0, 2.0) if args.quick else (10.0, 5.0)
+    args.seconds = args.seconds or (8.0 if args.quick else 300.0)
+    args.rate = args.rate or (50.0 if args.quick else 150.0)
+    args.sample = args.sample or (1.0 if args.quick else 10.0)
+    # Purge every 10 s what finished over 5 s ago (--quick: every 1 s, over 0.5 s ago).
+    args.purge_every, args.purge_older_than = (1.0, 0.5) if args.quick else (10.0, 5.0)
     import psycopg
 
     schema = f"soak_{uuid.uuid4().hex[:10]}"

@@ -92,7 +92,7 @@ class Bench:
 
     def __init__(self, backend: str, quick: bool, tmp: Path, pg_url: str) -> None:
         self.backend, self.quick, self.tmp, self.pg_url = backend, quick, tmp, pg_url
-        self.reps, self.warmup, self.workflows = (2, 5, 20) if quick else (5, 50, 200)
+        self.reps, self.warmup, self.workflows = (1, 2, 5) if quick else (5, 50, 200)
         self._count = 0
 
     @contextlib.contextmanager
