@@ -293,11 +293,8 @@ class RunContext:
         call = pending.call
         if pending.input is UNSET:
             pending.input = self.host.preview(call.arguments)
-        started, finished = pending.started, None
-        if status is not StepStatus.RUNNING:
-            finished = self.host.clock.now()
-        if started is None:  # (`begin` has set it for a start)
-            started = finished or self.host.clock.now()
+        finished = None if status is StepStatus.RUNNING else self.host.clock.now()
+        started = pending.started or finished or self.host.clock.now()  # begin's, for a start
         return Step(
             run_id=self.run_id, position=pending.position, kind=pending.kind or call.target.kind,
             name=call.target.name, call_hash=pending.digest, status=status, input=pending.input,
