@@ -27,7 +27,7 @@ from durable.runtime.engine import Engine
 
 from . import processes
 from .engine import encode, flow
-from .settings import COMMAND, EVENT
+from .settings import COMMAND, EVENT, ended, ended_key
 from .spec import FlowSpec, load
 from .views import Flow, read
 
@@ -221,11 +221,10 @@ def _send(found: Flow, message: dict[str, Any]) -> None:
 
 def _tell_killed(found: Flow, task: str, launch: str, actor: str | None) -> None:
     outcome = {"status": "killed", "error": "killed", "attempts": 0}
-    message = {"op": "ended", "task": task, "run": launch, "outcome": outcome}
-    data = found.engine.dump(message, "a message to a flow")
+    data = found.engine.dump(ended(task, launch, outcome), "a message to a flow")
     with contextlib.suppress(RunFinished):  # the flow ended since it was read
         found.engine.backend.send_event(
-            found.run.id, EVENT, data, key=f"{launch}:ended", sender=actor
+            found.run.id, EVENT, data, key=ended_key(launch), sender=actor
         )
 
 

@@ -27,7 +27,7 @@ from durable.errors import Cancelled, FlowRefused, RunFinished, RunNotFound
 
 from .board import Board
 from .nodes import node, notify
-from .settings import EVENT, FLOW, form_link
+from .settings import EVENT, FLOW, ended, form_link
 from .spec import FlowSpec, TaskSpec
 
 #: messages a flow handles before it continues as a new run of its chain: a wake-up
@@ -169,6 +169,4 @@ def _notify(board: Board, model: FlowSpec, me: str, name: str) -> None:
 
 def _tell(parent: str, parent_task: str, me: str, outcome: dict[str, Any]) -> None:
     with contextlib.suppress(RunFinished, RunNotFound):  # the flow ended: nobody listens
-        durable.send(
-            parent, EVENT, {"op": "ended", "task": parent_task, "run": me, "outcome": outcome}
-        )
+        durable.send(parent, EVENT, ended(parent_task, me, outcome))

@@ -31,7 +31,7 @@ from durable.api.decorators import task, workflow
 from durable.errors import Cancelled, RunFinished, RunNotFound
 
 from . import processes
-from .settings import COMMAND, EVENT, NODE, NOTIFY, launch_dir
+from .settings import COMMAND, EVENT, NODE, NOTIFY, ended, ended_key, launch_dir
 from .spec import expand
 
 log = logging.getLogger(__name__)
@@ -119,9 +119,8 @@ def brief(outcome: dict[str, Any], attempts: int) -> dict[str, Any]:
 def _tell(flow_id: str, task_name: str, run_id: str, outcome: dict[str, Any]) -> None:
     """Send a launch's outcome to its flow from the command task, keyed by the launch:
     sent again (a retried attempt after a crash), it is delivered once."""
-    message = {"op": "ended", "task": task_name, "run": run_id, "outcome": outcome}
     try:
-        durable.send(flow_id, EVENT, message, key=f"{run_id}:ended")
+        durable.send(flow_id, EVENT, ended(task_name, run_id, outcome), key=ended_key(run_id))
     except RunFinished:
         pass  # the flow ended (cancelled): nobody listens
     except RunNotFound:  # purged meanwhile, or a database that is not the flow's
@@ -242,8 +241,7 @@ def node(flow_id: str, flow_name: str, task_name: str, spec: dict[str, Any]) -> 
         info = durable.info()
         assert info is not None
         killed = {"status": "killed", "error": "killed", "attempts": attempt}
-        message = {"op": "ended", "task": task_name, "run": info.run_id, "outcome": killed}
         with contextlib.suppress(RunFinished, RunNotFound):  # recorded: sent once
-            durable.send(flow_id, EVENT, message)
+            durable.send(flow_id, EVENT, ended(task_name, info.run_id, killed))
         raise
     return brief(outcome, attempt)  # the log stays in the command task's result (`logs`)

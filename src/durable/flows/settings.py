@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 #: the workflow of a flow instance, of one launch of a command task, and the task that
 #: runs the command; names stored in runs: keep them stable.
@@ -22,6 +23,18 @@ COMMAND = "durable.flow.command"
 NOTIFY = "durable.flow.notify"
 #: the event every message to a flow run is sent as (its payload says which).
 EVENT = "durable.flow"
+
+
+def ended(task: str, run_id: str, outcome: dict[str, Any]) -> dict[str, Any]:
+    """The message that tells a flow its task *task*'s launch *run_id* ended."""
+    return {"op": "ended", "task": task, "run": run_id, "outcome": outcome}
+
+
+def ended_key(run_id: str) -> str:
+    """The key of launch *run_id*'s end: sent again, it is delivered once."""
+    return f"{run_id}:ended"
+
+
 #: the dashboard's address, for the link a human task's notification carries.
 DASHBOARD_ENV = "DURABLE_DASHBOARD_URL"
 DASHBOARD_DEFAULT = "http://127.0.0.1:8765/"  # where `durable ui` listens by default
