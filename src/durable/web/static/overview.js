@@ -45,31 +45,24 @@ export function statusHref(status, since) {
   return "#/runs?" + query.toString();
 }
 
-/* The status counts, one li > a.count per status, updated in place (found by its
-   data-status) like syncRows' rows: a count that has the keyboard focus keeps it when
-   the page refreshes, where new nodes would drop it to the page. */
+/* The status counts, one li > a.count per status, in a fixed order: updated in place
+   (updateChildren), so a count that has the keyboard focus keeps it when the page
+   refreshes, where new nodes would drop it to the page. */
 function drawCounts(data) {
-  const list = $("ov-counts");
-  const links = new Map();
-  for (const link of list.querySelectorAll("a.count")) {
-    links.set(link.getAttribute("data-status"), link);
-  }
-  for (const status of [...ACTIVE, ...ENDED]) {
-    const count = String(data.counts[status] ?? 0);
-    let link = links.get(status);
-    if (!link) {
-      link = el("a", null, { class: "count", "data-status": status });
-      const name = el("span");
-      chip(name, status);
-      link.append(el("strong"), name);
-      const item = el("li");
-      item.append(link);
-      list.append(item);
-    }
-    link.setAttribute("href", statusHref(status, data.counts_since));
-    link.setAttribute("data-count", count);
-    link.querySelector("strong").textContent = count;
-  }
+  const items = [...ACTIVE, ...ENDED].map((status) => {
+    const count = data.counts[status] ?? 0;
+    const link = el("a", null, {
+      href: statusHref(status, data.counts_since), class: "count", "data-status": status,
+      "data-count": String(count),
+    });
+    const name = el("span");
+    chip(name, status);
+    link.append(el("strong", count), name);
+    const item = el("li");
+    item.append(link);
+    return item;
+  });
+  updateChildren($("ov-counts"), ...items);
   timeCell($("ov-since"), data.counts_since);
   const blocked = data.blocked.count;
   $("ov-blocked").textContent = `${blocked} blocked ${blocked === 1 ? "run" : "runs"}`;
